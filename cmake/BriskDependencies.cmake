@@ -1,0 +1,27 @@
+# Every dependency is a Debian package; see .ci/run for the list.
+find_package(Threads REQUIRED)
+find_package(MPI REQUIRED COMPONENTS CXX)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc)
+find_package(fmt REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(nlohmann_json REQUIRED)
+
+# CUDA is optional: detected, never required unless BRISK_ENABLE_CUDA=ON.
+set(BRISK_HAVE_CUDA OFF)
+if(NOT BRISK_ENABLE_CUDA STREQUAL "OFF")
+  find_package(CUDAToolkit QUIET)
+  if(CUDAToolkit_FOUND)
+    set(BRISK_HAVE_CUDA ON)
+  elseif(BRISK_ENABLE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "BRISK_ENABLE_CUDA=ON but no CUDA toolkit was found")
+  endif()
+endif()
+message(STATUS "brisk: CUDA support ${BRISK_HAVE_CUDA}")
+
+if(BRISK_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(BRISK_BUILD_BENCHMARKS)
+  find_package(benchmark REQUIRED)
+endif()

@@ -1,0 +1,360 @@
+// brisk/core/detail/task.hpp — a submitted task: function, stored arguments, result.
+//
+// A task is created by remote() with its dependency count set, becomes ready when
+// the last argument object completes, is run once by a worker (with retries on
+// exception), completes its result object, drops its arguments (so inputs are freed
+// as early as possible), and is deleted by the executor.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "brisk/core/detail/context.hpp"
+#include "brisk/core/detail/object.hpp"
+#include "brisk/core/error.hpp"
+#include "brisk/core/event_log.hpp"
+#include "brisk/core/function_registry.hpp"
+#include "brisk/core/ref.hpp"
+#include "brisk/core/serialize.hpp"
+
+namespace brisk {
+
+// Per-task options set through brisk::task(f). Shared by every task a builder submits.
+struct TaskOptions {
+  std::string name;                          // shown in the timeline and in errors
+  std::map<std::string, double> resources;   // empty = {CPU: 1}
+  int max_retries = 0;                       // reruns after an exception
+  const char* interned_name = nullptr;       // set when name is
+};
+
+namespace detail {
+
+class TaskBase {
+ public:
+  TaskBase(TaskId id, const char* name, std::shared_ptr<const TaskOptions> options,
+           ObjectState* result) noexcept
+      : id_(id), name_(name), options_(std::move(options)), result_(result) {}
+  TaskBase(const TaskBase&) = delete;
+  TaskBase& operator=(const TaskBase&) = delete;
+  virtual ~TaskBase() = default;
+
+  // Runs the function (or propagates an input's error), completes the result and
+  // releases the arguments. Called once, by a worker.
+  virtual void run() noexcept = 0;
+  // Completes the result with `error` without running (the runtime is shutting
+  // down) and releases the arguments. Called at most once, instead of run().
+  virtual void cancel(std::shared_ptr<const ErrorInfo> error) noexcept = 0;
+
+  const TaskId& id() const noexcept { return id_; }
+  const char* name() const noexcept { return name_; }
+  // The resource demand, or nullptr for the default {CPU: 1}.
+  const std::map<std::string, double>* resources() const noexcept {
+    return options_ && !options_->resources.empty() ? &options_->resources : nullptr;
+  }
+  TaskId next_child_id() noexcept { return id_.child(children_++); }
+  ObjectId next_put_id() noexcept { return ObjectId::put_by(id_, puts_++); }
+
+  // One argument object completed.
+  void dependency_done() noexcept {
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) require_context_unchecked()->executor->submit(this);
+  }
+
+  // Scheduler bookkeeping.
+  TaskBase* sched_next_ = nullptr;
+  void* sched_grant_ = nullptr;
+
+ protected:
+  static RuntimeContext* require_context_unchecked() noexcept { return context(); }
+
+  TaskId id_;
+  const char* name_;
+  std::shared_ptr<const TaskOptions> options_;
+  ObjectState* result_;
+  std::atomic<int> pending_{1};
+  std::uint64_t children_ = 0;
+  std::uint64_t puts_ = 0;
+};
+
+// Waiter node that forwards a completion to its task.
+struct TaskDepNode : WaiterNode {
+  TaskBase* task = nullptr;
+  static void on_complete(WaiterNode* self, ObjectState*) noexcept {
+    static_cast<TaskDepNode*>(self)->task->dependency_done();
+  }
+};
+
+// RAII: marks the calling thread as running `task` (for child ids and puts).
+class CurrentTaskScope {
+ public:
+  explicit CurrentTaskScope(TaskBase* task) noexcept : prev_(submitter().current_task) {
+    submitter().current_task = task;
+  }
+  ~CurrentTaskScope() { submitter().current_task = prev_; }
+
+ private:
+  TaskBase* prev_;
+};
+
+// Records an event if the log is on.
+inline void record_event(EventKind kind, const TaskId& id, const char* name) noexcept {
+  RuntimeContext* ctx = context();
+  if (ctx && ctx->events) ctx->events->record(kind, id.lo, name);
+}
+
+std::shared_ptr<const ErrorInfo> make_task_error(const char* name, std::string message, int attempts);
+
+// ---- argument kinds -------------------------------------------------------
+
+template <class T>
+struct is_ref_vector : std::false_type {};
+template <class T, class A>
+struct is_ref_vector<std::vector<Ref<T>, A>> : std::true_type {};
+
+template <class T>
+struct is_std_vector : std::false_type {};
+template <class T, class A>
+struct is_std_vector<std::vector<T, A>> : std::true_type {};
+
+enum class ArgKind { kValue, kRef, kRefVector };
+
+// How argument A is stored for parameter P.
+template <class P, class A>
+struct ArgTraits {
+  using D = std::remove_cvref_t<A>;
+  using PD = std::remove_cvref_t<P>;
+  static constexpr ArgKind kind = (is_ref<D>::value && !is_ref<PD>::value) ? ArgKind::kRef
+                                  : (is_ref_vector<D>::value && !is_ref_vector<PD>::value)
+                                      ? ArgKind::kRefVector
+                                      : ArgKind::kValue;
+  using stored = std::conditional_t<kind == ArgKind::kValue, PD, D>;
+};
+
+template <class T>
+struct ref_value {};
+template <class T>
+struct ref_value<Ref<T>> { using type = T; };
+template <class T, class A>
+struct ref_value<std::vector<Ref<T>, A>> { using type = T; };
+
+// Compile-time checks of one (parameter, argument) pair; the index I appears in the
+// compiler's "required from" note.
+template <std::size_t I, class P, class A>
+struct CheckArgument {
+  using Traits = ArgTraits<P, A>;
+  static_assert(!std::is_lvalue_reference_v<P> || std::is_const_v<std::remove_reference_t<P>>,
+                "brisk::remote: remote functions take parameters by value or by const reference, "
+                "not by non-const reference");
+  static_assert(!std::is_rvalue_reference_v<P>,
+                "brisk::remote: remote functions take parameters by value or by const reference, "
+                "not by rvalue reference");
+  static_assert(!std::is_pointer_v<std::remove_cvref_t<P>>,
+                "brisk::remote: a pointer cannot be passed to a remote function (it means nothing "
+                "on another rank); pass the value or a Ref");
+  static constexpr bool convertible = [] {
+    if constexpr (Traits::kind == ArgKind::kRef) {
+      return std::is_convertible_v<const typename ref_value<typename Traits::D>::type&, P>;
+    } else if constexpr (Traits::kind == ArgKind::kRefVector) {
+      if constexpr (is_std_vector<typename Traits::PD>::value) {
+        return std::is_convertible_v<const typename ref_value<typename Traits::D>::type&,
+                                     typename Traits::PD::value_type>;
+      } else {
+        return false;
+      }
+    } else {
+      return std::is_constructible_v<typename Traits::PD, A&&>;
+    }
+  }();
+  static_assert(Traits::kind != ArgKind::kRef || convertible,
+                "brisk::remote: a Ref<T> argument's T does not convert to the parameter type");
+  static_assert(Traits::kind != ArgKind::kRefVector || convertible,
+                "brisk::remote: a std::vector<Ref<T>> argument needs a std::vector<U> parameter "
+                "with T convertible to U");
+  static_assert(Traits::kind != ArgKind::kValue || convertible,
+                "brisk::remote: an argument does not convert to the parameter type");
+  static constexpr bool ok = convertible;
+};
+
+template <class R, class... P>
+struct CheckSignature {
+  static_assert(std::is_void_v<R> || Serializable<R>,
+                "brisk::remote: the function's return type must be serializable (trivially "
+                "copyable, a standard container of serializable types, or a type with a "
+                "`template <class A> void serialize(A& ar)` member)");
+  static_assert(((Serializable<std::remove_cvref_t<P>> || is_ref<std::remove_cvref_t<P>>::value) && ...),
+                "brisk::remote: every parameter type must be serializable (trivially copyable, a "
+                "standard container of serializable types, a Ref, or a type with a "
+                "`template <class A> void serialize(A& ar)` member)");
+  static constexpr bool ok = true;
+};
+
+template <class S>
+std::size_t count_deps(const S& s) noexcept {
+  if constexpr (is_ref<S>::value) {
+    return 1;
+  } else if constexpr (is_ref_vector<S>::value) {
+    return s.size();
+  } else {
+    return 0;
+  }
+}
+
+template <class S, class F>
+void for_each_dep(const S& s, F&& f) {
+  if constexpr (is_ref<S>::value) {
+    f(static_cast<ObjectState*>(s.state()));
+  } else if constexpr (is_ref_vector<S>::value) {
+    for (const auto& r : s) f(static_cast<ObjectState*>(r.state()));
+  }
+}
+
+// The value handed to parameter P for stored argument s.
+template <class P, class S>
+decltype(auto) unwrap_argument(S& s) {
+  if constexpr (is_ref<S>::value && !is_ref<std::remove_cvref_t<P>>::value) {
+    return static_cast<const typename ref_value<S>::type&>(s.state()->value());
+  } else if constexpr (is_ref_vector<S>::value && !is_ref_vector<std::remove_cvref_t<P>>::value) {
+    using V = std::remove_cvref_t<P>;
+    V out;
+    out.reserve(s.size());
+    for (const auto& r : s) out.emplace_back(r.state()->value());
+    return out;
+  } else {
+    return static_cast<S&&>(s);
+  }
+}
+
+// A task calling R(*)(P...) with stored arguments S...
+template <class R, class Fn, class ArgsTuple, class ParamsTuple>
+class TypedTask;
+
+template <class R, class... P, class... S>
+class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : public TaskBase {
+  using Result = TypedObject<stored_t<R>>;
+  static constexpr std::size_t kInlineDeps = 4;
+
+ public:
+  template <class... A>
+  TypedTask(TaskId id, const char* name, std::shared_ptr<const TaskOptions> options, Result* result,
+            R (*fn)(P...), A&&... args)
+      : TaskBase(id, name, std::move(options), result), fn_(fn), args_(std::forward<A>(args)...) {}
+
+  // Registers the task on its argument objects; submits it when all are complete.
+  // Must be called exactly once, right after construction.
+  void start() noexcept {
+    std::size_t n = std::apply([](const S&... s) { return (std::size_t{0} + ... + count_deps(s)); }, args_);
+    if (n > kInlineDeps) overflow_.reset(new TaskDepNode[n]);
+    TaskDepNode* nodes = n > kInlineDeps ? overflow_.get() : inline_;
+    pending_.store(static_cast<int>(n) + 1, std::memory_order_relaxed);
+    std::size_t i = 0;
+    int already = 0;
+    std::apply([&](const S&... s) {
+      (for_each_dep(s, [&](ObjectState* o) {
+         TaskDepNode& node = nodes[i++];
+         node.task = this;
+         node.notify = &TaskDepNode::on_complete;
+         if (!o->add_waiter(&node)) ++already;
+       }), ...);
+    }, args_);
+    if (already) pending_.fetch_sub(already, std::memory_order_relaxed);  // the guard is still held
+    dependency_done();  // drops the guard
+  }
+
+  void run() noexcept override {
+    RuntimeContext* ctx = context();
+    record_event(EventKind::kStart, id_, name_);
+    {
+      CurrentTaskScope scope(this);
+      if (auto err = first_input_error()) {
+        result_->complete_error(std::move(err));
+      } else {
+        execute(ctx);
+      }
+      args_ = std::tuple<S...>();  // free inputs as early as possible
+    }
+    result_->release();
+    result_ = nullptr;
+    record_event(EventKind::kEnd, id_, name_);
+  }
+
+  void cancel(std::shared_ptr<const ErrorInfo> error) noexcept override {
+    result_->complete_error(std::move(error));
+    args_ = std::tuple<S...>();
+    result_->release();
+    result_ = nullptr;
+  }
+
+ private:
+  std::shared_ptr<const ErrorInfo> first_input_error() const noexcept {
+    std::shared_ptr<const ErrorInfo> err;
+    std::apply([&](const S&... s) {
+      (for_each_dep(s, [&](ObjectState* o) {
+         if (!err && o->has_error()) err = o->error();
+       }), ...);
+    }, args_);
+    return err;
+  }
+
+  void execute(RuntimeContext*) noexcept {
+    int retries = options_ ? options_->max_retries : 0;
+    std::string message;
+    for (int attempt = 0; attempt <= retries; ++attempt) {
+      children_ = 0;
+      puts_ = 0;
+      try {
+        PinAll pins(args_);
+        if constexpr (std::is_void_v<R>) {
+          invoke(std::index_sequence_for<P...>{});
+          static_cast<Result*>(result_)->complete();
+        } else {
+          static_cast<Result*>(result_)->complete(invoke(std::index_sequence_for<P...>{}));
+        }
+        return;
+      } catch (const std::exception& e) {
+        message = e.what();
+      } catch (...) {
+        message = "unknown exception (not derived from std::exception)";
+      }
+    }
+    result_->complete_error(make_task_error(name_, std::move(message), retries + 1));
+  }
+
+  template <std::size_t... I>
+  decltype(auto) invoke(std::index_sequence<I...>) {
+    return fn_(unwrap_argument<P>(std::get<I>(args_))...);
+  }
+
+  // Pins large argument objects for the duration of the call.
+  struct PinAll {
+    explicit PinAll(std::tuple<S...>& args) {
+      std::apply([&](const S&... s) {
+        (for_each_dep(s, [&](ObjectState* o) {
+           if (o->bytes() >= ObjectState::kMinSpillBytes) {
+             o->pin();
+             pinned.push_back(o);
+           }
+         }), ...);
+      }, args);
+    }
+    ~PinAll() {
+      for (ObjectState* o : pinned) o->unpin();
+    }
+    std::vector<ObjectState*> pinned;
+  };
+
+  R (*fn_)(P...);
+  std::tuple<S...> args_;
+  TaskDepNode inline_[kInlineDeps];
+  std::unique_ptr<TaskDepNode[]> overflow_;
+};
+
+}  // namespace detail
+}  // namespace brisk

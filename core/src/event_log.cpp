@@ -1,0 +1,209 @@
+#include "brisk/core/event_log.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <set>
+#include <unordered_map>
+
+namespace brisk {
+
+const char* intern(const std::string& s) {
+  static std::mutex* mutex = new std::mutex;
+  static std::set<std::string>* strings = new std::set<std::string>;  // never freed
+  std::lock_guard lock(*mutex);
+  return strings->insert(s).first->c_str();
+}
+
+namespace {
+std::atomic<std::uint64_t> g_generation{1};
+
+struct ThreadSlot {
+  std::uint64_t generation = 0;
+  void* ring = nullptr;
+};
+thread_local ThreadSlot t_slot;
+
+std::size_t round_pow2(std::size_t n) {
+  std::size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+}  // namespace
+
+// One thread's ring. Written only by its thread; fields are relaxed atomics so that
+// a concurrent snapshot is race-free (it rechecks head to drop overwritten slots).
+struct EventLog::Ring {
+  struct Slot {
+    std::atomic<std::uint64_t> ts{0};
+    std::atomic<std::uint64_t> task{0};
+    std::atomic<const char*> name{nullptr};
+    std::atomic<EventKind> kind{EventKind::kSubmit};
+  };
+  explicit Ring(std::size_t cap, int index) : slots(cap), mask(cap - 1), thread_index(index) {}
+  std::vector<Slot> slots;
+  std::size_t mask;
+  std::atomic<std::uint64_t> head{0};
+  int thread_index;
+  std::string name;  // guarded by EventLog::mutex_
+};
+
+EventLog::EventLog(std::size_t per_thread)
+    : capacity_(round_pow2(std::max<std::size_t>(per_thread, 16))),
+      generation_(g_generation.fetch_add(1)) {}
+
+EventLog::~EventLog() = default;
+
+std::uint64_t EventLog::now_ns() noexcept {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+EventLog::Ring* EventLog::ring_for_this_thread() {
+  ThreadSlot& slot = t_slot;
+  if (slot.generation == generation_) return static_cast<Ring*>(slot.ring);
+  std::lock_guard lock(mutex_);
+  int index = static_cast<int>(rings_.size());
+  rings_.push_back(std::make_unique<Ring>(capacity_, index));
+  rings_.back()->name = fmt::format("thread {}", index);
+  slot.generation = generation_;
+  slot.ring = rings_.back().get();
+  return rings_.back().get();
+}
+
+void EventLog::record(EventKind kind, std::uint64_t task, const char* name) noexcept {
+  Ring* r = ring_for_this_thread();
+  std::uint64_t h = r->head.load(std::memory_order_relaxed);
+  Ring::Slot& s = r->slots[h & r->mask];
+  s.ts.store(now_ns(), std::memory_order_relaxed);
+  s.task.store(task, std::memory_order_relaxed);
+  s.name.store(name, std::memory_order_relaxed);
+  s.kind.store(kind, std::memory_order_relaxed);
+  r->head.store(h + 1, std::memory_order_release);
+}
+
+void EventLog::set_thread_name(std::string name) {
+  Ring* r = ring_for_this_thread();
+  std::lock_guard lock(mutex_);
+  r->name = std::move(name);
+}
+
+std::vector<EventLog::ThreadEvents> EventLog::snapshot() const {
+  std::lock_guard lock(mutex_);
+  std::vector<ThreadEvents> out;
+  for (const auto& r : rings_) {
+    ThreadEvents te;
+    te.thread_name = r->name;
+    te.thread_index = r->thread_index;
+    std::uint64_t head = r->head.load(std::memory_order_acquire);
+    std::uint64_t cap = r->slots.size();
+    std::uint64_t first = head > cap ? head - cap : 0;
+    std::vector<Event> events;
+    events.reserve(head - first);
+    for (std::uint64_t i = first; i < head; ++i) {
+      const Ring::Slot& s = r->slots[i & r->mask];
+      events.push_back(Event{s.ts.load(std::memory_order_relaxed), s.task.load(std::memory_order_relaxed),
+                             s.name.load(std::memory_order_relaxed), s.kind.load(std::memory_order_relaxed)});
+    }
+    // Slots the writer reused while we copied are unreliable: drop them.
+    std::uint64_t head2 = r->head.load(std::memory_order_acquire);
+    std::uint64_t first_valid = head2 > cap ? head2 - cap + 1 : 0;
+    std::size_t skip = first_valid > first ? static_cast<std::size_t>(std::min(first_valid - first, head - first)) : 0;
+    te.events.assign(events.begin() + static_cast<std::ptrdiff_t>(skip), events.end());
+    te.dropped = first + skip;
+    out.push_back(std::move(te));
+  }
+  return out;
+}
+
+namespace {
+void json_escape(std::string& out, const char* s) {
+  for (; s && *s; ++s) {
+    unsigned char c = static_cast<unsigned char>(*s);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      out += fmt::format("\\u{:04x}", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+}
+}  // namespace
+
+// fmt rather than a JSON library: a trace holds millions of events and this is the
+// only writer; tests parse the output with nlohmann::json.
+Status EventLog::write_chrome_trace(const std::string& path, int rank) const {
+  std::vector<ThreadEvents> threads = snapshot();
+  std::uint64_t t0 = ~std::uint64_t{0};
+  for (const auto& t : threads)
+    for (const auto& e : t.events) t0 = std::min(t0, e.ts_ns);
+  std::string out;
+  out.reserve(1 << 20);
+  out += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  bool first = true;
+  auto sep = [&] {
+    if (!first) out += ",\n";
+    first = false;
+  };
+  sep();
+  out += fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":"rank {}"}}}})", rank, rank);
+  auto us = [&](std::uint64_t ns) { return static_cast<double>(ns - t0) / 1000.0; };
+  for (const auto& t : threads) {
+    sep();
+    out += fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":")", rank, t.thread_index);
+    json_escape(out, t.thread_name.c_str());
+    out += "\"}}";
+    std::unordered_map<std::uint64_t, const Event*> open;
+    for (const auto& e : t.events) {
+      switch (e.kind) {
+        case EventKind::kStart:
+          open[e.task] = &e;
+          break;
+        case EventKind::kEnd: {
+          auto it = open.find(e.task);
+          if (it == open.end()) break;
+          const Event* s = it->second;
+          open.erase(it);
+          sep();
+          out += fmt::format(R"({{"ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":")", rank,
+                             t.thread_index, us(s->ts_ns), static_cast<double>(e.ts_ns - s->ts_ns) / 1000.0);
+          json_escape(out, e.name);
+          out += fmt::format(R"(","args":{{"task":"{:016x}"}}}})", e.task);
+          sep();
+          out += fmt::format(R"({{"ph":"f","bp":"e","pid":{},"tid":{},"ts":{:.3f},"id":"{:x}","name":"submit","cat":"task"}})",
+                             rank, t.thread_index, us(s->ts_ns), e.task);
+          break;
+        }
+        case EventKind::kSubmit:
+          sep();
+          out += fmt::format(R"({{"ph":"s","pid":{},"tid":{},"ts":{:.3f},"id":"{:x}","name":"submit","cat":"task"}})",
+                             rank, t.thread_index, us(e.ts_ns), e.task);
+          sep();
+          out += fmt::format(R"({{"ph":"i","s":"t","pid":{},"tid":{},"ts":{:.3f},"name":"submit )", rank,
+                             t.thread_index, us(e.ts_ns));
+          json_escape(out, e.name);
+          out += fmt::format(R"(","args":{{"task":"{:016x}"}}}})", e.task);
+          break;
+        case EventKind::kGet:
+          sep();
+          out += fmt::format(R"({{"ph":"i","s":"t","pid":{},"tid":{},"ts":{:.3f},"name":"get","args":{{"task":"{:016x}"}}}})",
+                             rank, t.thread_index, us(e.ts_ns), e.task);
+          break;
+      }
+    }
+  }
+  out += "\n]}\n";
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return unavailable(fmt::format("cannot open timeline file {} for writing", path));
+  bool ok = std::fwrite(out.data(), 1, out.size(), f) == out.size();
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) return unavailable(fmt::format("cannot write timeline file {}", path));
+  return {};
+}
+
+}  // namespace brisk

@@ -1,0 +1,72 @@
+#include <fmt/format.h>
+
+#include "brisk/core/detail/context.hpp"
+#include "brisk/core/detail/object.hpp"
+#include "brisk/core/object_store.hpp"
+
+namespace brisk::detail {
+namespace {
+ObjectStore* store() noexcept {
+  RuntimeContext* ctx = context();
+  return ctx ? ctx->store : nullptr;
+}
+}  // namespace
+
+void ObjectState::close() noexcept {
+  WaiterNode* head = waiters_.exchange(closed(), std::memory_order_acq_rel);
+  while (head) {
+    WaiterNode* next = head->next;  // read before notify: the node may go away
+    head->notify(head, this);
+    head = next;
+  }
+}
+
+void ObjectState::complete_value_constructed(std::size_t bytes) noexcept {
+  bytes_ = bytes;
+  residency_.store(Residency::kMemory, std::memory_order_seq_cst);
+  if (bytes >= kMinSpillBytes) {
+    if (ObjectStore* s = store()) {
+      Status st = s->admit(this, bytes);
+      if (!st.ok()) {
+        destroy_value();
+        residency_.store(Residency::kNone, std::memory_order_seq_cst);
+        auto e = std::make_shared<ErrorInfo>();
+        e->kind = ErrorKind::kStoreFull;
+        e->message = st.message();
+        e->function = "put";
+        RuntimeContext* ctx = context();
+        e->rank = ctx ? ctx->rank : -1;
+        error_ = std::move(e);
+      }
+    }
+  }
+  close();
+}
+
+void ObjectState::pin() {
+  pins_.fetch_add(1, std::memory_order_seq_cst);
+  if (residency_.load(std::memory_order_seq_cst) == Residency::kMemory) return;
+  pins_.fetch_sub(1, std::memory_order_seq_cst);
+  ObjectStore* s = store();
+  if (!s) throw Error("brisk: object was spilled but the object store is gone");
+  Status st = s->restore_and_pin(this);
+  if (!st.ok()) throw Error(st.message());
+}
+
+void ObjectState::unpin() noexcept {
+  if (pins_.fetch_sub(1, std::memory_order_seq_cst) == 1) {
+    if (ObjectStore* s = store()) {
+      StoreStats st = s->stats();
+      if (st.memory_bytes > st.capacity) s->evict_to_capacity();
+    }
+  }
+}
+
+void ObjectState::destroy() noexcept {
+  if (bytes_ >= kMinSpillBytes && residency() != Residency::kNone) {
+    if (ObjectStore* s = store()) s->forget(this);
+  }
+  delete this;
+}
+
+}  // namespace brisk::detail

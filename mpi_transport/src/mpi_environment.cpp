@@ -1,0 +1,74 @@
+#include "brisk/mpi_transport/mpi_environment.hpp"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+namespace brisk {
+
+StatusOr<std::unique_ptr<MpiEnvironment>> MpiEnvironment::init(int* argc, char*** argv) {
+  std::unique_ptr<MpiEnvironment> env(new MpiEnvironment);
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = 0;
+  if (initialized) {
+    MPI_Query_thread(&provided);
+  } else {
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+      return unavailable("MPI_Init_thread failed");
+    }
+    env->owns_mpi_ = true;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &env->rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &env->size_);
+  if (provided < MPI_THREAD_MULTIPLE) {
+    return failed_precondition(
+        "the MPI library does not provide MPI_THREAD_MULTIPLE, which brisk needs; use an MPI "
+        "built with thread support (Open MPI 4.1 from Debian provides it)");
+  }
+  return env;
+}
+
+MpiEnvironment::~MpiEnvironment() {
+  if (owns_mpi_) {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+}
+
+int MpiEnvironment::agree_exit_code(int code) {
+  if (size_ == 1) return code;
+  MPI_Request req;
+  MPI_Ibcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
+  auto sleep = std::chrono::microseconds(50);
+  for (;;) {
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    std::this_thread::sleep_for(sleep);
+    if (sleep < std::chrono::milliseconds(5)) sleep *= 2;
+  }
+  // A barrier by polling as well, so that no rank finalises while another still
+  // serves (matters once ranks exchange work).
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  for (;;) {
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return code;
+}
+
+void MpiEnvironment::abort_job(int code) noexcept {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();
+}
+
+}  // namespace brisk

@@ -1,0 +1,63 @@
+#include "brisk/runtime/node_runtime.hpp"
+
+#include <unistd.h>
+
+#include "brisk/scheduler/local_scheduler.hpp"
+#include "brisk/scheduler/topology.hpp"
+
+namespace brisk {
+
+std::size_t default_store_bytes() {
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::size_t{1} << 30;
+  return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 4;
+}
+
+NodeRuntime::NodeRuntime(const Options& options, const Topology* topology, int rank,
+                         std::vector<std::string> program_args) {
+  workers_ = options.workers > 0 ? options.workers : (topology ? topology->num_cores() : 1);
+  if (options.events) events_ = std::make_unique<EventLog>(options.event_buffer);
+  ObjectStore::Config sc;
+  sc.capacity = options.store_bytes ? options.store_bytes : default_store_bytes();
+  sc.spill_dir = options.spill_dir;
+  sc.spill_capacity = options.spill_bytes;
+  store_ = std::make_unique<ObjectStore>(sc);
+
+  std::map<std::string, double> resources;
+  resources["CPU"] = workers_;
+  resources["GPU"] = topology ? topology->num_gpus() : 0;
+  for (const auto& [name, amount] : options.resources) resources[name] = amount;
+
+  LocalScheduler::Config lc;
+  lc.workers = workers_;
+  lc.idle = options.idle;
+  lc.spin = options.spin;
+  lc.topology = options.bind ? topology : nullptr;
+  lc.events = events_.get();
+  lc.resources = resources;
+  scheduler_ = std::make_unique<LocalScheduler>(lc);
+
+  context_.executor = scheduler_.get();
+  context_.store = store_.get();
+  context_.events = events_.get();
+  context_.rank = rank;
+  context_.job_id = 0;
+  context_.max_node_resources = resources;
+  context_.spin = options.idle == IdleMode::kSleep ? std::chrono::nanoseconds(0)
+                                                   : std::chrono::nanoseconds(options.spin);
+  context_.program_args = std::move(program_args);
+  detail::set_context(&context_);
+  detail::set_submitter_root(TaskId::root(context_.job_id));
+  if (events_) events_->set_thread_name(rank == 0 ? "driver" : "main");
+  scheduler_->start();
+}
+
+void NodeRuntime::shutdown() { scheduler_->shutdown(); }
+
+NodeRuntime::~NodeRuntime() {
+  scheduler_->shutdown();
+  detail::set_context(nullptr);
+}
+
+}  // namespace brisk

@@ -1,0 +1,134 @@
+// brisk/scheduler/local_scheduler.hpp — one node's scheduler: workers and stealing.
+//
+// One worker thread per core of the rank's cpuset, each bound to its core (hwloc)
+// and owning a Chase-Lev deque. A task made ready on a worker goes to that worker's
+// deque (it runs next, cache-warm); a task submitted from any other thread (the
+// driver) goes to that thread's own deque, from which workers steal. Idle workers
+// spin (a bounded number of them at a time) and then sleep on an event count;
+// a submit wakes a sleeper only when nobody is spinning.
+//
+// A worker that blocks in get/wait hands its core to a spare worker (woken or
+// created on demand), so the node keeps all its cores busy; when it resumes, a
+// spare parks itself after its current task. Tasks with resource demands wait in
+// a queue until the node's resources (CPU, GPU, custom) can meet them.
+//
+// Thread safety: submit/block_begin/block_end from any thread; start/shutdown from
+// the owning thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "brisk/core/detail/context.hpp"
+#include "brisk/core/options.hpp"
+#include "brisk/scheduler/work_stealing_deque.hpp"
+
+namespace brisk {
+
+class Topology;
+class EventLog;
+
+struct LocalSchedulerStats {
+  std::uint64_t tasks_run = 0;
+  std::uint64_t steals = 0;
+  std::uint64_t spare_workers_started = 0;  // threads created to cover blocked workers
+  int threads = 0;                          // worker threads alive (regular + spare)
+};
+
+class LocalScheduler final : public detail::Executor {
+ public:
+  struct Config {
+    int workers = 1;                               // regular workers (one per core)
+    IdleMode idle = IdleMode::kBackoff;
+    std::chrono::nanoseconds spin{std::chrono::microseconds(50)};
+    const Topology* topology = nullptr;            // binds workers when set
+    EventLog* events = nullptr;                    // names worker rows when set
+    std::map<std::string, double> resources;       // node capacity for demanding tasks
+    int max_threads = 1024;                        // regular + spare workers
+  };
+
+  explicit LocalScheduler(Config config);
+  ~LocalScheduler() override;  // shutdown()
+  LocalScheduler(const LocalScheduler&) = delete;
+  LocalScheduler& operator=(const LocalScheduler&) = delete;
+
+  // Starts the worker threads.
+  void start();
+  // Lets running tasks finish, fails every task still queued or waiting (their
+  // results hold "the runtime shut down"), and joins the workers. Idempotent.
+  void shutdown();
+
+  void submit(detail::TaskBase* task) noexcept override;
+  void block_begin() noexcept override;
+  void block_end() noexcept override;
+  int current_worker() const noexcept override;
+
+  LocalSchedulerStats stats() const;
+  int workers() const noexcept { return config_.workers; }
+
+ private:
+  struct Slot;
+  struct Worker;
+
+  Slot* slot_for_this_thread() noexcept;
+  void push(detail::TaskBase* task) noexcept;
+  void notify_work() noexcept;
+  void wake_one() noexcept;
+  detail::TaskBase* find_task(Worker* w) noexcept;
+  detail::TaskBase* steal(Worker* w) noexcept;
+  bool has_work() const noexcept;
+  void execute(Worker* w, detail::TaskBase* task) noexcept;
+  void idle(Worker* w) noexcept;
+  void worker_main(Worker* w);
+  bool try_park(Worker* w) noexcept;
+  void activate_spare() noexcept;
+  bool try_grant(detail::TaskBase* task) noexcept;
+  void release_grant(detail::TaskBase* task) noexcept;
+  void cancel_all() noexcept;
+
+  Config config_;
+  int max_spinners_;
+  std::uint64_t generation_;
+
+  static constexpr int kMaxSlots = 4096;
+  std::unique_ptr<std::unique_ptr<Slot>[]> slots_;
+  std::atomic<int> num_slots_{0};
+  std::mutex slots_mutex_;
+
+  // Fallback queue for threads beyond kMaxSlots, and for shutdown.
+  std::mutex inject_mutex_;
+  std::deque<detail::TaskBase*> inject_;
+  std::atomic<std::int64_t> inject_size_{0};
+
+  // Idle protocol.
+  alignas(64) std::atomic<std::uint32_t> epoch_{0};
+  alignas(64) std::atomic<int> sleepers_{0};
+  alignas(64) std::atomic<int> spinners_{0};
+  std::atomic<bool> stopping_{false};
+
+  // Blocked-worker compensation.
+  alignas(64) std::atomic<int> running_{0};
+  std::mutex workers_mutex_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<Worker*> parked_;
+  std::atomic<std::uint64_t> spares_started_{0};
+  std::atomic<int> live_threads_{0};
+
+  // Resource-demanding tasks.
+  std::mutex resource_mutex_;
+  std::map<std::string, double> available_;
+  std::deque<detail::TaskBase*> waiting_for_resources_;
+
+  bool started_ = false;
+  bool shut_down_ = false;
+};
+
+}  // namespace brisk

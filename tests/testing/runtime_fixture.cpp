@@ -1,0 +1,1 @@
+#include "testing/runtime_fixture.hpp"
