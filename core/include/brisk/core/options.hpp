@@ -1,0 +1,105 @@
+// brisk/core/options.hpp — runtime options from `--brisk-*` flags and `BRISK_*`
+// environment variables.
+//
+// Every option has a flag and an environment variable; a flag beats the variable,
+// which beats the default. Example:
+//   auto parsed = brisk::parse_options(argc, argv);
+//   if (!parsed.ok()) { std::cerr << parsed.status().message() << "\n"; return 2; }
+//   if (parsed->help_requested) { std::cout << brisk::options_help(); return 0; }
+//   run(parsed->options, parsed->program_args);
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "brisk/core/status.hpp"
+
+namespace brisk {
+
+// What an idle worker does while it has no task.
+enum class IdleMode {
+  kSpin,     // "spin": never sleeps; lowest wake-up latency, burns its core.
+  kBackoff,  // "backoff": spins for Options::spin, then yields, then sleeps.
+  kSleep,    // "sleep": sleeps at once; for ranks that share cores.
+};
+
+// Options
+//
+// The runtime's configuration. Zero or empty values mean "choose automatically",
+// as described per field; the runtime resolves them, parsing does not.
+struct Options {
+  // --brisk-workers / BRISK_WORKERS: worker threads, 0..4096; 0 = one per core of
+  // the rank's cpuset.
+  int workers = 0;
+  // --brisk-idle / BRISK_IDLE: spin | backoff | sleep.
+  IdleMode idle = IdleMode::kBackoff;
+  // --brisk-spin-us / BRISK_SPIN_US: how long an idle worker spins before it
+  // yields and sleeps, in backoff mode.
+  std::chrono::microseconds spin{50};
+  // --brisk-store-bytes / BRISK_STORE_BYTES: object store capacity; 0 = a quarter
+  // of physical memory.
+  std::size_t store_bytes = 0;
+  // --brisk-spill-dir / BRISK_SPILL_DIR: where objects spill; empty = $TMPDIR or /tmp.
+  std::string spill_dir;
+  // --brisk-spill-bytes / BRISK_SPILL_BYTES: spill capacity; 0 = limited only by
+  // free disk.
+  std::size_t spill_bytes = 0;
+  // --brisk-events / BRISK_EVENTS: keep the task event log.
+  bool events = true;
+  // --brisk-event-buffer / BRISK_EVENT_BUFFER: events kept per thread (a ring
+  // buffer); at least 1.
+  std::size_t event_buffer = 1 << 16;
+  // --brisk-timeline / BRISK_TIMELINE: write a Chrome trace to this path at exit;
+  // empty = none.
+  std::string timeline;
+  // --brisk-resources / BRISK_RESOURCES: node resources, e.g. "GPU:1,disk:2".
+  // Overrides the detected CPU/GPU counts and adds custom resources.
+  std::map<std::string, double> resources;
+  // --brisk-bind / BRISK_BIND: bind worker threads to cores with hwloc.
+  bool bind = true;
+};
+
+// The result of parse_options.
+struct ParsedOptions {
+  Options options;
+  // argv without the --brisk-* flags and their values, in order, argv[0] first.
+  std::vector<std::string> program_args;
+  // --brisk-help was given: the caller should print options_help() and exit.
+  // When set, `options` holds the defaults and nothing else was validated.
+  bool help_requested = false;
+};
+
+// Parses the --brisk-* flags in argv and the BRISK_* variables in `env`.
+//
+// `env` == nullptr reads the process environment (environ); tests pass a map.
+// Flags take a value as `--brisk-x=v` or `--brisk-x v` (the next token is the
+// value even if it starts with '-'); a flag given twice keeps the last value.
+// Every other token, including other programs' flags, passes through into
+// program_args unchanged and in order. A token "--" ends flag parsing: it and
+// everything after it pass through untouched. Unknown BRISK_* variables are
+// ignored; an unknown --brisk-* flag is an error.
+//
+// Every error is kInvalidArgument and names the flag or variable and what was
+// expected, e.g.
+//   "invalid value 'fast' for --brisk-idle: expected one of spin, backoff, sleep"
+//   "unknown option --brisk-wrkers (did you mean --brisk-workers?); valid options: ..."
+// Thread safety: safe to call concurrently when `env` is given; reading environ
+// races with setenv in other threads.
+StatusOr<ParsedOptions> parse_options(int argc, const char* const* argv,
+                                      const std::map<std::string, std::string>* env = nullptr);
+
+// Text for --brisk-help: every option with its environment variable, default and
+// meaning. Ends in a newline.
+std::string options_help();
+
+// Parses a byte size: plain bytes ("4096") or a number with a binary suffix
+// K, M, G or T (64K = 65536), also written KB/KiB, MB/MiB, ... or with a trailing
+// B ("4096B"); suffixes are case-insensitive. Errors (kInvalidArgument): empty,
+// negative, fractional, unknown suffix, or larger than std::size_t.
+StatusOr<std::size_t> parse_size(std::string_view text);
+
+}  // namespace brisk

@@ -1,0 +1,137 @@
+// The local scheduler: all workers used, resources, idle modes, shutdown.
+#include "brisk/scheduler/local_scheduler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "testing/runtime_fixture.hpp"
+
+namespace {
+
+std::mutex g_mutex;
+std::set<std::thread::id> g_threads;
+std::atomic<int> g_concurrent{0};
+std::atomic<int> g_max_concurrent{0};
+
+int record_thread(int ms) {
+  {
+    std::lock_guard lock(g_mutex);
+    g_threads.insert(std::this_thread::get_id());
+  }
+  int now = g_concurrent.fetch_add(1) + 1;
+  int prev = g_max_concurrent.load();
+  while (now > prev && !g_max_concurrent.compare_exchange_weak(prev, now)) {
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  g_concurrent.fetch_sub(1);
+  return ms;
+}
+BRISK_REMOTE(record_thread);
+
+void reset() {
+  std::lock_guard lock(g_mutex);
+  g_threads.clear();
+  g_concurrent = 0;
+  g_max_concurrent = 0;
+}
+
+class FourWorkers : public brisk::testing::RuntimeTest {
+ protected:
+  brisk::Options options() override {
+    brisk::Options o = brisk::testing::test_options(4);
+    o.resources = {{"GPU", 2}, {"license", 1}};
+    return o;
+  }
+};
+
+TEST_F(FourWorkers, IndependentTasksUseEveryWorker) {
+  reset();
+  std::vector<brisk::Ref<int>> refs;
+  for (int i = 0; i < 16; ++i) refs.push_back(brisk::remote(record_thread, 20));
+  brisk::get(refs);
+  EXPECT_EQ(g_threads.size(), 4u);
+  EXPECT_EQ(g_max_concurrent.load(), 4);
+}
+
+TEST_F(FourWorkers, CustomResourceLimitsConcurrency) {
+  reset();
+  std::vector<brisk::Ref<int>> refs;
+  for (int i = 0; i < 6; ++i) refs.push_back(brisk::task(record_thread).resources({{"license", 1}}).remote(10));
+  brisk::get(refs);
+  EXPECT_EQ(g_max_concurrent.load(), 1);
+}
+
+TEST_F(FourWorkers, GpuResourceLimitsConcurrency) {
+  reset();
+  std::vector<brisk::Ref<int>> refs;
+  for (int i = 0; i < 8; ++i) refs.push_back(brisk::task(record_thread).resources({{"GPU", 1}}).remote(10));
+  brisk::get(refs);
+  EXPECT_EQ(g_max_concurrent.load(), 2);
+}
+
+TEST_F(FourWorkers, DemandAboveTheNodeIsInfeasible) {
+  auto r = brisk::task(record_thread).resources({{"CPU", 5}}).remote(1);
+  EXPECT_THROW(brisk::get(r), brisk::ResourceError);
+  auto ok = brisk::task(record_thread).resources({{"CPU", 4}}).remote(1);
+  EXPECT_EQ(brisk::get(ok), 1);
+}
+
+class SleepMode : public brisk::testing::RuntimeTest {
+ protected:
+  brisk::Options options() override {
+    brisk::Options o = brisk::testing::test_options(2);
+    o.idle = brisk::IdleMode::kSleep;
+    return o;
+  }
+};
+
+TEST_F(SleepMode, TasksRunWithSleepingWorkers) {
+  for (int round = 0; round < 50; ++round) {
+    EXPECT_EQ(brisk::get(brisk::remote(record_thread, 0)), 0);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+class SpinMode : public brisk::testing::RuntimeTest {
+ protected:
+  brisk::Options options() override {
+    brisk::Options o = brisk::testing::test_options(2);
+    o.idle = brisk::IdleMode::kSpin;
+    return o;
+  }
+};
+
+TEST_F(SpinMode, TasksRunWithSpinningWorkers) {
+  for (int round = 0; round < 200; ++round) EXPECT_EQ(brisk::get(brisk::remote(record_thread, 0)), 0);
+}
+
+int sleeper(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return ms;
+}
+BRISK_REMOTE(sleeper);
+
+TEST(LocalSchedulerShutdownTest, QueuedTasksFailAndRunningOnesFinish) {
+  brisk::Ref<int> running, queued, dependent;
+  {
+    brisk::NodeRuntime node(brisk::testing::test_options(1), nullptr);
+    running = brisk::remote(sleeper, 100);
+    queued = brisk::remote(sleeper, 100);
+    dependent = brisk::remote(sleeper, queued);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    node.shutdown();
+    EXPECT_TRUE(running.ready());
+    EXPECT_TRUE(queued.ready());
+    EXPECT_TRUE(dependent.ready());
+    EXPECT_EQ(brisk::get(running), 100);
+    EXPECT_THROW(brisk::get(queued), brisk::TaskError);
+    EXPECT_THROW(brisk::get(dependent), brisk::TaskError);
+  }
+}
+
+}  // namespace
