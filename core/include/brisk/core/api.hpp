@@ -47,9 +47,7 @@ const T& read_value(const Ref<T>& ref) {
 }
 
 template <class R, class... P, class... A>
-Ref<R> submit(std::shared_ptr<const TaskOptions> options, R (*fn)(P...), A&&... args) {
-  static_assert(sizeof...(P) == sizeof...(A),
-                "brisk::remote: the number of arguments does not match the function's parameters");
+Ref<R> submit_checked(std::shared_ptr<const TaskOptions> options, R (*fn)(P...), A&&... args) {
   static_assert(CheckSignature<R, P...>::ok);
   static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
     return (CheckArgument<I, std::tuple_element_t<I, std::tuple<P...>>,
@@ -82,6 +80,17 @@ Ref<R> submit(std::shared_ptr<const TaskOptions> options, R (*fn)(P...), A&&... 
   if (ctx.events) ctx.events->record(EventKind::kSubmit, id.lo, name);
   task->start();
   return ref;
+}
+
+template <class R, class... P, class... A>
+Ref<R> submit(std::shared_ptr<const TaskOptions> options, R (*fn)(P...), A&&... args) {
+  static_assert(sizeof...(P) == sizeof...(A),
+                "brisk::remote: the number of arguments does not match the function's parameters");
+  if constexpr (sizeof...(P) == sizeof...(A)) {
+    return submit_checked(std::move(options), fn, std::forward<A>(args)...);
+  } else {
+    return Ref<R>();
+  }
 }
 
 }  // namespace detail
