@@ -47,15 +47,15 @@ void ObjectState::pin() {
   pins_.fetch_add(1, std::memory_order_seq_cst);
   if (residency_.load(std::memory_order_seq_cst) == Residency::kMemory) return;
   pins_.fetch_sub(1, std::memory_order_seq_cst);
-  ObjectStore* s = store();
-  if (!s) throw Error("brisk: object was spilled but the object store is gone");
+  ObjectStore* s = store_;
+  if (!s) throw Error("brisk: the object was spilled by an object store that no longer exists");
   Status st = s->restore_and_pin(this);
   if (!st.ok()) throw Error(st.message());
 }
 
 void ObjectState::unpin() noexcept {
   if (pins_.fetch_sub(1, std::memory_order_seq_cst) == 1) {
-    if (ObjectStore* s = store()) {
+    if (ObjectStore* s = store_) {
       StoreStats st = s->stats();
       if (st.memory_bytes > st.capacity) s->evict_to_capacity();
     }
@@ -63,9 +63,7 @@ void ObjectState::unpin() noexcept {
 }
 
 void ObjectState::destroy() noexcept {
-  if (bytes_ >= kMinSpillBytes && residency() != Residency::kNone) {
-    if (ObjectStore* s = store()) s->forget(this);
-  }
+  if (store_) store_->forget(this);
   delete this;
 }
 

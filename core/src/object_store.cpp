@@ -80,6 +80,15 @@ ObjectStore::ObjectStore(Config config) : config_(std::move(config)) {
 }
 
 ObjectStore::~ObjectStore() {
+  for (List* list : {&resident_, &spilled_}) {
+    for (ObjectState* o = list->head; o;) {
+      ObjectState* next = o->lru_next_;
+      o->store_ = nullptr;
+      o->in_lru_ = false;
+      o->lru_prev_ = o->lru_next_ = nullptr;
+      o = next;
+    }
+  }
   if (spill_dir_made_) {
     std::error_code ec;
     fs::remove_all(spill_path_, ec);
@@ -95,18 +104,18 @@ std::string ObjectStore::file_for(const ObjectState* o) const {
   return fmt::format("{}/{}-{:x}", spill_path_, o->id().hex(), reinterpret_cast<std::uintptr_t>(o));
 }
 
-void ObjectStore::lru_push_locked(ObjectState* o) {
-  o->lru_prev_ = lru_tail_;
+void ObjectStore::push_locked(List& list, ObjectState* o) {
+  o->lru_prev_ = list.tail;
   o->lru_next_ = nullptr;
-  if (lru_tail_) lru_tail_->lru_next_ = o; else lru_head_ = o;
-  lru_tail_ = o;
+  if (list.tail) list.tail->lru_next_ = o; else list.head = o;
+  list.tail = o;
   o->in_lru_ = true;
 }
 
-void ObjectStore::lru_remove_locked(ObjectState* o) {
+void ObjectStore::remove_locked(List& list, ObjectState* o) {
   if (!o->in_lru_) return;
-  if (o->lru_prev_) o->lru_prev_->lru_next_ = o->lru_next_; else lru_head_ = o->lru_next_;
-  if (o->lru_next_) o->lru_next_->lru_prev_ = o->lru_prev_; else lru_tail_ = o->lru_prev_;
+  if (o->lru_prev_) o->lru_prev_->lru_next_ = o->lru_next_; else list.head = o->lru_next_;
+  if (o->lru_next_) o->lru_next_->lru_prev_ = o->lru_prev_; else list.tail = o->lru_prev_;
   o->lru_prev_ = o->lru_next_ = nullptr;
   o->in_lru_ = false;
 }
@@ -147,11 +156,12 @@ bool ObjectStore::spill_locked(ObjectState* o) {
 }
 
 void ObjectStore::evict_locked(std::size_t need) {
-  ObjectState* o = lru_head_;
+  ObjectState* o = resident_.head;
   while (o && memory_bytes_ + need > config_.capacity) {
     ObjectState* next = o->lru_next_;
     if (spill_locked(o)) {
-      lru_remove_locked(o);
+      remove_locked(resident_, o);
+      push_locked(spilled_, o);
       memory_bytes_ -= o->bytes_;
     }
     o = next;
@@ -163,11 +173,16 @@ Status ObjectStore::admit(ObjectState* o, std::size_t bytes) {
   if (bytes <= config_.capacity && memory_bytes_ + bytes > config_.capacity) evict_locked(bytes);
   if (memory_bytes_ + bytes <= config_.capacity) {
     memory_bytes_ += bytes;
-    lru_push_locked(o);
+    push_locked(resident_, o);
+    o->store_ = this;
     return {};
   }
   // It does not fit in memory: write it out itself.
-  if (spill_locked(o)) return {};
+  if (spill_locked(o)) {
+    push_locked(spilled_, o);
+    o->store_ = this;
+    return {};
+  }
   return resource_exhausted(fmt::format(
       "an object of {} bytes fits neither in memory ({} of {} bytes in use, --brisk-store-bytes) "
       "nor in the spill directory {} ({} bytes spilled, limit {}, --brisk-spill-bytes)",
@@ -189,7 +204,7 @@ Status ObjectStore::restore_and_pin(ObjectState* o) {
   if (!bytes.ok()) return bytes.status();
   try {
     Reader r(std::span<const std::byte>(bytes->data(), bytes->size()));
-    o->read_value(r);
+    o->read_value(r);  // destroys what it constructed if it throws
   } catch (const std::exception& e) {
     return internal_error(fmt::format("spill file {} is corrupt: {}", path, e.what()));
   }
@@ -201,7 +216,8 @@ Status ObjectStore::restore_and_pin(ObjectState* o) {
   memory_bytes_ += o->bytes_;
   o->pins_.fetch_add(1, std::memory_order_seq_cst);
   o->residency_.store(Residency::kMemory, std::memory_order_seq_cst);
-  lru_push_locked(o);
+  remove_locked(spilled_, o);
+  push_locked(resident_, o);
   return {};
 }
 
@@ -214,9 +230,10 @@ void ObjectStore::forget(ObjectState* o) noexcept {
   std::lock_guard lock(mutex_);
   Residency r = o->residency_.load(std::memory_order_seq_cst);
   if (r == Residency::kMemory) {
-    lru_remove_locked(o);
+    remove_locked(resident_, o);
     memory_bytes_ -= o->bytes_;
   } else if (r == Residency::kSpilled) {
+    remove_locked(spilled_, o);
     ::unlink(file_for(o).c_str());
     spilled_bytes_ -= o->bytes_;
     o->residency_.store(Residency::kNone, std::memory_order_seq_cst);

@@ -42,7 +42,8 @@ class ObjectStore {
   };
 
   explicit ObjectStore(Config config);
-  // Removes the private spill directory and its files.
+  // Removes the private spill directory and its files, and detaches the objects it
+  // still accounts (a spilled one then fails to read with a clear error).
   ~ObjectStore();
   ObjectStore(const ObjectStore&) = delete;
   ObjectStore& operator=(const ObjectStore&) = delete;
@@ -64,8 +65,12 @@ class ObjectStore {
 
  private:
   bool spill_locked(detail::ObjectState* object);   // true when written out
-  void lru_push_locked(detail::ObjectState* object);
-  void lru_remove_locked(detail::ObjectState* object);
+  struct List {
+    detail::ObjectState* head = nullptr;  // oldest
+    detail::ObjectState* tail = nullptr;
+  };
+  static void push_locked(List& list, detail::ObjectState* object);
+  static void remove_locked(List& list, detail::ObjectState* object);
   void evict_locked(std::size_t need);
   std::string file_for(const detail::ObjectState* object) const;
 
@@ -76,8 +81,8 @@ class ObjectStore {
   std::size_t spilled_bytes_ = 0;
   std::uint64_t spills_ = 0;
   std::uint64_t restores_ = 0;
-  detail::ObjectState* lru_head_ = nullptr;  // oldest
-  detail::ObjectState* lru_tail_ = nullptr;
+  List resident_;  // spill candidates, oldest first
+  List spilled_;
   bool spill_dir_made_ = false;
 };
 

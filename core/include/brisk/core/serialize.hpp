@@ -717,8 +717,8 @@ void save_byte(A& ar, std::uint8_t b) {
   ArchiveAccess::put(ar, &b, 1);
 }
 
-// Saves every element of `range` (n of them) whose encoding has a fixed size of
-// `fixed` bytes each, or kVariableSize.
+// Saves the n elements of `range`, whose encodings are
+// Fixed bytes each (or of variable size when Fixed is kVariableSize).
 template <std::size_t Fixed, class A, class Range, class F>
 void save_elements(A& ar, const Range& range, std::size_t n, F&& save_one) {
   if constexpr (Fixed != kVariableSize && std::is_same_v<A, SizeCounter>) {

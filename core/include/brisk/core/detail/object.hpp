@@ -118,7 +118,10 @@ class ObjectState {
   std::shared_ptr<const ErrorInfo> error_;
 
  public:
-  // Store bookkeeping (guarded by the store's lock).
+  // Store bookkeeping (guarded by the store's lock): the store that accounts the
+  // object (nullptr: none, or it was destroyed first) and the links of its list
+  // (resident objects oldest first, or spilled objects).
+  ObjectStore* store_ = nullptr;
   ObjectState* lru_prev_ = nullptr;
   ObjectState* lru_next_ = nullptr;
   bool in_lru_ = false;
@@ -152,7 +155,12 @@ class TypedObject final : public ObjectState {
   void write_value(Writer& w) const override { serialize_into(w, value()); }
   void read_value(Reader& r) override {
     ::new (static_cast<void*>(&storage_)) T();
-    deserialize_from(r, value());
+    try {
+      deserialize_from(r, value());
+    } catch (...) {
+      destroy_value();
+      throw;
+    }
   }
   void destroy_value() noexcept override { value().~T(); }
 
