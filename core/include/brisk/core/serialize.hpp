@@ -46,10 +46,13 @@
 // anything is allocated, and no more is reserved than the remaining bytes could
 // describe. Bad bool bytes, optional flags, variant indices, vector<bool> padding
 // and duplicate set or map keys throw. Nesting through user types is limited to
-// kMaxReadDepth levels and each Reader accepts at most kZeroSizeElementBudget
-// container elements that encode to zero bytes. Every failure on input is a
-// SerializationError; after one the target object is valid but unspecified.
-// Allocation failure still surfaces as std::bad_alloc.
+// 512 levels and each Reader accepts at most 2^20 container elements that encode
+// to zero bytes (detail::serial::kMaxReadDepth, kZeroSizeElementBudget). Every
+// failure on input is a SerializationError; after one the target object is valid
+// but unspecified. Allocation failure still surfaces as std::bad_alloc.
+//
+// Internals live in brisk::detail::serial; its calls are qualified, so a user's
+// own save/load functions are never picked up by argument-dependent lookup.
 #pragma once
 
 #include <algorithm>
@@ -92,7 +95,7 @@ class Writer;
 class SizeCounter;
 class Reader;
 
-namespace detail {
+namespace detail::serial {
 
 // Deepest nesting through user-defined types a Reader accepts (recursive types
 // such as trees would otherwise let a hostile frame overflow the stack).
@@ -522,7 +525,7 @@ void save(A& ar, const T& value);
 template <class T>
 void load(Reader& r, T& value);
 
-}  // namespace detail
+}  // namespace detail::serial
 
 #define BRISK_DETAIL_NOT_SERIALIZABLE                                                     \
   "brisk: type is not serializable: give it a `template <class A> void serialize(A& ar)` " \
@@ -539,7 +542,7 @@ void load(Reader& r, T& value);
 // object; from_bytes<T> also needs T to be default-constructible).
 template <class T>
 concept Serializable =
-    detail::writable_v<T> && detail::is_readable<std::remove_cv_t<T>>();
+    detail::serial::writable_v<T> && detail::serial::is_readable<std::remove_cv_t<T>>();
 
 // Writer
 //
@@ -559,8 +562,10 @@ class Writer {
   // Appends each value in order: `w(a, b, c)`.
   template <class... Ts>
   Writer& operator()(const Ts&... values) {
-    static_assert((detail::writable_v<Ts> && ...), BRISK_DETAIL_NOT_SERIALIZABLE);
-    if constexpr ((detail::writable_v<Ts> && ...)) (detail::save(*this, values), ...);
+    static_assert((detail::serial::writable_v<Ts> && ...), BRISK_DETAIL_NOT_SERIALIZABLE);
+    if constexpr ((detail::serial::writable_v<Ts> && ...)) {
+      (detail::serial::save(*this, values), ...);
+    }
     return *this;
   }
 
@@ -572,7 +577,7 @@ class Writer {
   void reserve(std::size_t n) { buf_.reserve(n); }
 
  private:
-  friend struct detail::ArchiveAccess;
+  friend struct detail::serial::ArchiveAccess;
   std::vector<std::byte> buf_;
 };
 
@@ -584,15 +589,17 @@ class SizeCounter {
  public:
   template <class... Ts>
   SizeCounter& operator()(const Ts&... values) {
-    static_assert((detail::writable_v<Ts> && ...), BRISK_DETAIL_NOT_SERIALIZABLE);
-    if constexpr ((detail::writable_v<Ts> && ...)) (detail::save(*this, values), ...);
+    static_assert((detail::serial::writable_v<Ts> && ...), BRISK_DETAIL_NOT_SERIALIZABLE);
+    if constexpr ((detail::serial::writable_v<Ts> && ...)) {
+      (detail::serial::save(*this, values), ...);
+    }
     return *this;
   }
 
   std::size_t size() const noexcept { return size_; }
 
  private:
-  friend struct detail::ArchiveAccess;
+  friend struct detail::serial::ArchiveAccess;
   std::size_t size_ = 0;
 };
 
@@ -616,17 +623,20 @@ class Reader {
   // Reads into each value in order: `r(a, b, c)`.
   template <class... Ts>
   Reader& operator()(Ts&... values) {
-    constexpr bool known = ((detail::readable_v<Ts> || detail::writable_v<Ts>) && ...);
+    constexpr bool known =
+        ((detail::serial::readable_v<Ts> || detail::serial::writable_v<Ts>) && ...);
     static_assert(known, BRISK_DETAIL_NOT_SERIALIZABLE);
-    static_assert(!known || (detail::readable_v<Ts> && ...), BRISK_DETAIL_NOT_READABLE);
-    if constexpr ((detail::readable_v<Ts> && ...)) (detail::load(*this, values), ...);
+    static_assert(!known || (detail::serial::readable_v<Ts> && ...), BRISK_DETAIL_NOT_READABLE);
+    if constexpr ((detail::serial::readable_v<Ts> && ...)) {
+      (detail::serial::load(*this, values), ...);
+    }
     return *this;
   }
 
   std::size_t remaining() const noexcept { return size_ - pos_; }
 
  private:
-  friend struct detail::ArchiveAccess;
+  friend struct detail::serial::ArchiveAccess;
 
   const std::byte* take(std::size_t n) {
     if (n > remaining()) throw_truncated(n);
@@ -644,10 +654,10 @@ class Reader {
   std::size_t size_;
   std::size_t pos_ = 0;
   std::size_t depth_ = 0;
-  std::size_t zero_size_budget_ = detail::kZeroSizeElementBudget;
+  std::size_t zero_size_budget_ = detail::serial::kZeroSizeElementBudget;
 };
 
-namespace detail {
+namespace detail::serial {
 
 struct ArchiveAccess {
   static void put(Writer& w, const void* p, std::size_t n) {
@@ -732,7 +742,7 @@ void save_elements(A& ar, const Range& range, std::size_t n, F&& save_one) {
 template <class A>
 void save_vector_bool(A& ar, const auto& v) {
   const std::size_t n = v.size();
-  save_length(ar, n);
+  serial::save_length(ar, n);
   const std::size_t nbytes = n / 8 + (n % 8 != 0 ? 1 : 0);
   if constexpr (std::is_same_v<A, SizeCounter>) {
     ArchiveAccess::put(ar, nullptr, nbytes);
@@ -775,59 +785,59 @@ void save(A& ar, const T& value) {
     static_assert(UserSerializableWith<T, A>,
                   "brisk: the type's serialize member or function does not accept this "
                   "archive; make it a template over the archive type");
-    save_user(ar, value);
+    serial::save_user(ar, value);
   } else if constexpr (k == Kind::kString) {
-    save_length(ar, value.size());
+    serial::save_length(ar, value.size());
     ArchiveAccess::put(ar, value.data(), value.size() * sizeof(typename T::value_type));
   } else if constexpr (k == Kind::kVectorBool) {
-    save_vector_bool(ar, value);
+    serial::save_vector_bool(ar, value);
   } else if constexpr (k == Kind::kVector) {
     using E = typename T::value_type;
-    save_length(ar, value.size());
+    serial::save_length(ar, value.size());
     if constexpr (bitwise_v<E>) {
       ArchiveAccess::put(ar, value.data(), value.size() * sizeof(E));
     } else {
-      save_elements<fixed_wire_size_v<E>>(ar, value, value.size(),
-                                          [&](const E& e) { save(ar, e); });
+      serial::save_elements<fixed_wire_size_v<E>>(
+          ar, value, value.size(), [&](const E& e) { serial::save(ar, e); });
     }
   } else if constexpr (k == Kind::kStdArray || k == Kind::kCArray) {
     using E = typename ArrayTraits<T>::element_type;
     if constexpr (bitwise_v<T>) {
       ArchiveAccess::put(ar, std::addressof(value), sizeof(T));
     } else {
-      save_elements<fixed_wire_size_v<E>>(ar, value, ArrayTraits<T>::extent,
-                                          [&](const E& e) { save(ar, e); });
+      serial::save_elements<fixed_wire_size_v<E>>(
+          ar, value, ArrayTraits<T>::extent, [&](const E& e) { serial::save(ar, e); });
     }
   } else if constexpr (k == Kind::kMap) {
     using K = typename T::key_type;
     using V = typename T::mapped_type;
-    save_length(ar, value.size());
-    save_elements<fixed_sum<K, V>()>(ar, value, value.size(), [&](const auto& kv) {
-      save(ar, kv.first);
-      save(ar, kv.second);
+    serial::save_length(ar, value.size());
+    serial::save_elements<fixed_sum<K, V>()>(ar, value, value.size(), [&](const auto& kv) {
+      serial::save(ar, kv.first);
+      serial::save(ar, kv.second);
     });
   } else if constexpr (k == Kind::kSet) {
     using K = typename T::key_type;
-    save_length(ar, value.size());
-    save_elements<fixed_wire_size_v<K>>(ar, value, value.size(),
-                                        [&](const K& e) { save(ar, e); });
+    serial::save_length(ar, value.size());
+    serial::save_elements<fixed_wire_size_v<K>>(
+        ar, value, value.size(), [&](const K& e) { serial::save(ar, e); });
   } else if constexpr (k == Kind::kOptional) {
-    save_byte(ar, value.has_value() ? 1 : 0);
-    if (value.has_value()) save(ar, *value);
+    serial::save_byte(ar, value.has_value() ? 1 : 0);
+    if (value.has_value()) serial::save(ar, *value);
   } else if constexpr (k == Kind::kVariant) {
     if (value.valueless_by_exception()) {
       throw SerializationError("brisk: cannot serialize a valueless std::variant");
     }
     const auto index = static_cast<std::uint32_t>(value.index());
     ArchiveAccess::put(ar, &index, sizeof index);
-    std::visit([&](const auto& alt) { save(ar, alt); }, value);
+    std::visit([&](const auto& alt) { serial::save(ar, alt); }, value);
   } else if constexpr (k == Kind::kPair) {
-    save(ar, value.first);
-    save(ar, value.second);
+    serial::save(ar, value.first);
+    serial::save(ar, value.second);
   } else if constexpr (k == Kind::kTuple) {
-    std::apply([&](const auto&... elems) { (save(ar, elems), ...); }, value);
+    std::apply([&](const auto&... elems) { (serial::save(ar, elems), ...); }, value);
   } else if constexpr (k == Kind::kBool) {
-    save_byte(ar, static_cast<bool>(value) ? 1 : 0);
+    serial::save_byte(ar, static_cast<bool>(value) ? 1 : 0);
   } else if constexpr (k == Kind::kEmpty) {
     // No state, no bytes.
   } else if constexpr (k == Kind::kBitwise) {
@@ -924,7 +934,7 @@ void load_vector_bool(Reader& r, T& v) {
 
 template <class V, std::size_t... I>
 void load_variant(Reader& r, V& v, std::uint32_t index, std::index_sequence<I...>) {
-  (void)((index == I ? (load(r, v.template emplace<I>()), true) : false) || ...);
+  (void)((index == I ? (serial::load(r, v.template emplace<I>()), true) : false) || ...);
 }
 
 template <class T>
@@ -943,7 +953,7 @@ void load(Reader& r, T& value) {
     }
   } else if constexpr (k == Kind::kString) {
     using C = typename T::value_type;
-    const std::size_t n = load_count<sizeof(C)>(r);
+    const std::size_t n = serial::load_count<sizeof(C)>(r);
     const std::byte* p = ArchiveAccess::take(r, n * sizeof(C));
     if constexpr (is_byte_like_v<C>) {
       value.assign(reinterpret_cast<const C*>(p), n);
@@ -951,11 +961,11 @@ void load(Reader& r, T& value) {
       value.assign(BitwiseIterator<C>(p), BitwiseIterator<C>(p + n * sizeof(C)));
     }
   } else if constexpr (k == Kind::kVectorBool) {
-    load_vector_bool(r, value);
+    serial::load_vector_bool(r, value);
   } else if constexpr (k == Kind::kVector) {
     using E = typename T::value_type;
     constexpr std::size_t m = min_wire_size_v<E>;
-    const std::size_t n = load_count<m>(r);
+    const std::size_t n = serial::load_count<m>(r);
     if constexpr (bitwise_v<E>) {
       const std::byte* p = ArchiveAccess::take(r, n * sizeof(E));
       if constexpr (is_byte_like_v<E>) {
@@ -966,52 +976,54 @@ void load(Reader& r, T& value) {
       }
     } else {
       value.clear();
-      value.reserve(reserve_hint<E, m>(n, r.remaining()));
-      load_elements<m>(r, n, [&] { load(r, value.emplace_back()); });
+      value.reserve(serial::reserve_hint<E, m>(n, r.remaining()));
+      serial::load_elements<m>(r, n, [&] { serial::load(r, value.emplace_back()); });
     }
   } else if constexpr (k == Kind::kStdArray || k == Kind::kCArray) {
     if constexpr (bitwise_v<T>) {
       r.read_bytes(std::addressof(value), sizeof(T));
     } else {
-      for (auto& e : value) load(r, e);
+      for (auto& e : value) serial::load(r, e);
     }
   } else if constexpr (k == Kind::kMap) {
     using K = typename T::key_type;
     using V = typename T::mapped_type;
     constexpr std::size_t m = min_wire_size_v<K> + min_wire_size_v<V>;
-    const std::size_t n = load_count<m>(r);
+    const std::size_t n = serial::load_count<m>(r);
     value.clear();
     if constexpr (IsUnordered<T>::value) {
-      value.reserve(reserve_hint<typename T::value_type, m>(n, r.remaining()));
+      value.reserve(serial::reserve_hint<typename T::value_type, m>(n, r.remaining()));
     }
-    load_elements<m>(r, n, [&] {
+    serial::load_elements<m>(r, n, [&] {
       K key{};
       V mapped{};
-      load(r, key);
-      load(r, mapped);
+      serial::load(r, key);
+      serial::load(r, mapped);
       const std::size_t before = value.size();
       value.emplace_hint(value.end(), std::move(key), std::move(mapped));
-      if (value.size() == before) throw_duplicate_key();
+      if (value.size() == before) serial::throw_duplicate_key();
     });
   } else if constexpr (k == Kind::kSet) {
     using K = typename T::key_type;
     constexpr std::size_t m = min_wire_size_v<K>;
-    const std::size_t n = load_count<m>(r);
+    const std::size_t n = serial::load_count<m>(r);
     value.clear();
-    if constexpr (IsUnordered<T>::value) value.reserve(reserve_hint<K, m>(n, r.remaining()));
-    load_elements<m>(r, n, [&] {
+    if constexpr (IsUnordered<T>::value) {
+      value.reserve(serial::reserve_hint<K, m>(n, r.remaining()));
+    }
+    serial::load_elements<m>(r, n, [&] {
       K key{};
-      load(r, key);
+      serial::load(r, key);
       const std::size_t before = value.size();
       value.insert(value.end(), std::move(key));
-      if (value.size() == before) throw_duplicate_key();
+      if (value.size() == before) serial::throw_duplicate_key();
     });
   } else if constexpr (k == Kind::kOptional) {
-    const std::uint8_t flag = load_byte(r);
+    const std::uint8_t flag = serial::load_byte(r);
     if (flag == 0) {
       value.reset();
     } else if (flag == 1) {
-      load(r, value.emplace());
+      serial::load(r, value.emplace());
     } else {
       throw SerializationError("brisk: bad std::optional flag " + std::to_string(flag) +
                                " (expected 0 or 1)");
@@ -1025,14 +1037,14 @@ void load(Reader& r, T& value) {
                                " (the variant has " + std::to_string(alternatives) +
                                " alternatives)");
     }
-    load_variant(r, value, index, std::make_index_sequence<alternatives>{});
+    serial::load_variant(r, value, index, std::make_index_sequence<alternatives>{});
   } else if constexpr (k == Kind::kPair) {
-    load(r, value.first);
-    load(r, value.second);
+    serial::load(r, value.first);
+    serial::load(r, value.second);
   } else if constexpr (k == Kind::kTuple) {
-    std::apply([&](auto&... elems) { (load(r, elems), ...); }, value);
+    std::apply([&](auto&... elems) { (serial::load(r, elems), ...); }, value);
   } else if constexpr (k == Kind::kBool) {
-    const std::uint8_t b = load_byte(r);
+    const std::uint8_t b = serial::load_byte(r);
     if (b > 1) {
       throw SerializationError("brisk: bad bool byte " + std::to_string(b) +
                                " (expected 0 or 1)");
@@ -1045,15 +1057,15 @@ void load(Reader& r, T& value) {
   }
 }
 
-}  // namespace detail
+}  // namespace detail::serial
 
 // serialize_into()
 //
 // Appends the encoding of `value` to `w`.
 template <class T>
 void serialize_into(Writer& w, const T& value) {
-  static_assert(detail::writable_v<T>, BRISK_DETAIL_NOT_SERIALIZABLE);
-  if constexpr (detail::writable_v<T>) detail::save(w, value);
+  static_assert(detail::serial::writable_v<T>, BRISK_DETAIL_NOT_SERIALIZABLE);
+  if constexpr (detail::serial::writable_v<T>) detail::serial::save(w, value);
 }
 
 // deserialize_from()
@@ -1062,10 +1074,10 @@ void serialize_into(Writer& w, const T& value) {
 // on malformed input; bytes after the value are left for further reads.
 template <class T>
 void deserialize_from(Reader& r, T& value) {
-  constexpr bool known = detail::readable_v<T> || detail::writable_v<T>;
+  constexpr bool known = detail::serial::readable_v<T> || detail::serial::writable_v<T>;
   static_assert(known, BRISK_DETAIL_NOT_SERIALIZABLE);
-  static_assert(!known || detail::readable_v<T>, BRISK_DETAIL_NOT_READABLE);
-  if constexpr (detail::readable_v<T>) detail::load(r, value);
+  static_assert(!known || detail::serial::readable_v<T>, BRISK_DETAIL_NOT_READABLE);
+  if constexpr (detail::serial::readable_v<T>) detail::serial::load(r, value);
 }
 
 // byte_size()
@@ -1074,9 +1086,9 @@ void deserialize_from(Reader& r, T& value) {
 // types and for containers of fixed-size elements.
 template <class T>
 std::size_t byte_size(const T& value) {
-  static_assert(detail::writable_v<T>, BRISK_DETAIL_NOT_SERIALIZABLE);
+  static_assert(detail::serial::writable_v<T>, BRISK_DETAIL_NOT_SERIALIZABLE);
   SizeCounter counter;
-  if constexpr (detail::writable_v<T>) detail::save(counter, value);
+  if constexpr (detail::serial::writable_v<T>) detail::serial::save(counter, value);
   return counter.size();
 }
 
@@ -1086,13 +1098,13 @@ std::size_t byte_size(const T& value) {
 // is O(1); otherwise the buffer grew geometrically and may have spare capacity.
 template <class T>
 std::vector<std::byte> to_bytes(const T& value) {
-  static_assert(detail::writable_v<T>, BRISK_DETAIL_NOT_SERIALIZABLE);
+  static_assert(detail::serial::writable_v<T>, BRISK_DETAIL_NOT_SERIALIZABLE);
   Writer w;
-  if constexpr (detail::writable_v<T>) {
+  if constexpr (detail::serial::writable_v<T>) {
     // Sizing first pays off only where it is O(1); elsewhere growth is cheaper
     // than a second traversal.
-    if constexpr (detail::size_in_constant_time_v<T>) w.reserve(byte_size(value));
-    detail::save(w, value);
+    if constexpr (detail::serial::size_in_constant_time_v<T>) w.reserve(byte_size(value));
+    detail::serial::save(w, value);
   }
   return w.take();
 }

@@ -12,6 +12,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -269,16 +270,20 @@ class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : publ
   }
 
   void run() noexcept override {
-    RuntimeContext* ctx = context();
     record_event(EventKind::kStart, id_, name_);
     {
       CurrentTaskScope scope(this);
-      if (auto err = first_input_error()) {
+      std::optional<stored_t<R>> value;
+      std::shared_ptr<const ErrorInfo> err = first_input_error();
+      if (!err) err = execute(value);
+      // Inputs are released before the result is published, so that whoever sees
+      // the result also sees the inputs freed (when this task held the last Ref).
+      args_ = std::tuple<S...>();
+      if (err) {
         result_->complete_error(std::move(err));
       } else {
-        execute(ctx);
+        static_cast<Result*>(result_)->complete(std::move(*value));
       }
-      args_ = std::tuple<S...>();  // free inputs as early as possible
     }
     result_->release();
     result_ = nullptr;
@@ -286,8 +291,8 @@ class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : publ
   }
 
   void cancel(std::shared_ptr<const ErrorInfo> error) noexcept override {
-    result_->complete_error(std::move(error));
     args_ = std::tuple<S...>();
+    result_->complete_error(std::move(error));
     result_->release();
     result_ = nullptr;
   }
@@ -303,7 +308,8 @@ class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : publ
     return err;
   }
 
-  void execute(RuntimeContext*) noexcept {
+  // Calls the function (retrying on exception); fills `value` or returns the error.
+  std::shared_ptr<const ErrorInfo> execute(std::optional<stored_t<R>>& value) noexcept {
     int retries = options_ ? options_->max_retries : 0;
     std::string message;
     for (int attempt = 0; attempt <= retries; ++attempt) {
@@ -313,18 +319,18 @@ class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : publ
         PinAll pins(args_);
         if constexpr (std::is_void_v<R>) {
           invoke(std::index_sequence_for<P...>{});
-          static_cast<Result*>(result_)->complete();
+          value.emplace();
         } else {
-          static_cast<Result*>(result_)->complete(invoke(std::index_sequence_for<P...>{}));
+          value.emplace(invoke(std::index_sequence_for<P...>{}));
         }
-        return;
+        return nullptr;
       } catch (const std::exception& e) {
         message = e.what();
       } catch (...) {
         message = "unknown exception (not derived from std::exception)";
       }
     }
-    result_->complete_error(make_task_error(name_, std::move(message), retries + 1));
+    return make_task_error(name_, std::move(message), retries + 1);
   }
 
   template <std::size_t... I>
