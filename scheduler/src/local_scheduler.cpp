@@ -289,6 +289,15 @@ void LocalScheduler::execute(Worker* w, TaskBase* task) noexcept {
   w->tasks_run.fetch_add(1, std::memory_order_relaxed);
 }
 
+void LocalScheduler::pass_the_search_on() noexcept {
+  // A worker leaves the idle state with work in sight. Submits that saw a spinner
+  // woke nobody, so if nobody else is searching and someone sleeps, wake one: it
+  // takes more of the queued work or goes back to sleep.
+  if (sleepers_.load(std::memory_order_seq_cst) > 0 && spinners_.load(std::memory_order_seq_cst) == 0) {
+    wake_one();
+  }
+}
+
 void LocalScheduler::idle(Worker* w) noexcept {
   // Spin first (bounded number of spinners), then sleep on the event count.
   if (config_.idle == IdleMode::kSpin ||
@@ -311,10 +320,7 @@ void LocalScheduler::idle(Worker* w) noexcept {
     }
     spinners_.fetch_sub(1, std::memory_order_seq_cst);
     if (found) {
-      // Work came while we spun: if more is queued and nobody else is looking, wake a sleeper.
-      if (sleepers_.load(std::memory_order_relaxed) > 0 && spinners_.load(std::memory_order_relaxed) == 0) {
-        wake_one();
-      }
+      pass_the_search_on();
       return;
     }
   }
@@ -323,6 +329,9 @@ void LocalScheduler::idle(Worker* w) noexcept {
   if (has_work() || stopping_.load(std::memory_order_seq_cst) ||
       (w->spare && running_.load(std::memory_order_seq_cst) > config_.workers)) {
     sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    // Submits skip the wake-up while someone spins, so work that a former spinner
+    // finds here may be all that a sleeper will ever hear of.
+    pass_the_search_on();
     return;
   }
   detail::futex_wait(&epoch_, key);

@@ -110,6 +110,40 @@ TEST_F(SpinMode, TasksRunWithSpinningWorkers) {
   for (int round = 0; round < 200; ++round) EXPECT_EQ(brisk::get(brisk::remote(record_thread, 0)), 0);
 }
 
+int spin_us(int us) {
+  {
+    std::lock_guard lock(g_mutex);
+    g_threads.insert(std::this_thread::get_id());
+  }
+  auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+  return 1;
+}
+BRISK_REMOTE(spin_us);
+
+int count_parts(const std::vector<int>& parts) { return static_cast<int>(parts.size()); }
+BRISK_REMOTE(count_parts);
+
+using TwoWorkers = brisk::testing::RuntimeTest;
+
+// A burst of submits that all see a spinning worker wakes nobody; the spinner must
+// pass the wake-up on when it leaves the idle state, or the sleeping worker misses
+// the whole burst (it did once: one rep in three ran on a single worker).
+TEST_F(TwoWorkers, BurstsAfterIdleUseBothWorkers) {
+  int single_worker_reps = 0;
+  for (int rep = 0; rep < 100; ++rep) {
+    reset();
+    std::this_thread::sleep_for(std::chrono::microseconds(rep % 7 * 20));
+    std::vector<brisk::Ref<int>> parts;
+    for (int i = 0; i < 20; ++i) parts.push_back(brisk::remote(spin_us, 300));
+    ASSERT_EQ(brisk::get(brisk::remote(count_parts, parts)), 20);
+    std::lock_guard lock(g_mutex);
+    single_worker_reps += g_threads.size() < 2;
+  }
+  EXPECT_LE(single_worker_reps, 5);
+}
+
 int sleeper(int ms) {
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   return ms;

@@ -87,6 +87,7 @@ class LocalScheduler final : public detail::Executor {
   bool has_work() const noexcept;
   void execute(Worker* w, detail::TaskBase* task) noexcept;
   void idle(Worker* w) noexcept;
+  void pass_the_search_on() noexcept;
   void worker_main(Worker* w);
   bool try_park(Worker* w) noexcept;
   void activate_spare() noexcept;
