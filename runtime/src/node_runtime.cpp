@@ -36,7 +36,9 @@ NodeRuntime::NodeRuntime(const Options& options, const Topology* topology, int r
   lc.topology = options.bind ? topology : nullptr;
   lc.events = events_.get();
   lc.resources = resources;
+  lc.driver_reserves_core = rank == 0;
   scheduler_ = std::make_unique<LocalScheduler>(lc);
+  if (rank == 0) scheduler_->register_driver_thread();
 
   context_.executor = scheduler_.get();
   context_.store = store_.get();

@@ -38,6 +38,7 @@ struct ThreadBinding {
   std::uint64_t generation = 0;
   void* slot = nullptr;    // LocalScheduler::Slot*
   void* worker = nullptr;  // LocalScheduler::Worker*, null for non-workers
+  bool driver = false;     // the registered driver thread: counts as a running worker
 };
 thread_local ThreadBinding t_binding;
 
@@ -57,9 +58,11 @@ LocalScheduler::LocalScheduler(Config config)
       generation_(g_scheduler_generation.fetch_add(1)),
       slots_(new std::unique_ptr<Slot>[kMaxSlots]) {
   if (config_.workers < 1) config_.workers = 1;
+  target_ = config_.workers;
+  regular_ = config_.driver_reserves_core ? std::max(1, target_ - 1) : target_;
   switch (config_.idle) {
-    case IdleMode::kSpin: max_spinners_ = config_.workers; break;
-    case IdleMode::kBackoff: max_spinners_ = std::max(1, config_.workers / 2); break;
+    case IdleMode::kSpin: max_spinners_ = regular_; break;
+    case IdleMode::kBackoff: max_spinners_ = std::max(1, regular_ / 2); break;
     case IdleMode::kSleep: max_spinners_ = 0; break;
   }
   available_ = config_.resources;
@@ -71,8 +74,8 @@ void LocalScheduler::start() {
   if (started_) return;
   started_ = true;
   std::lock_guard lock(workers_mutex_);
-  running_.store(config_.workers, std::memory_order_relaxed);
-  for (int i = 0; i < config_.workers; ++i) {
+  running_.fetch_add(regular_, std::memory_order_relaxed);
+  for (int i = 0; i < regular_; ++i) {
     auto w = std::make_unique<Worker>();
     w->index = i;
     w->rng = static_cast<std::uint32_t>(i * 2654435761u + 1);
@@ -159,6 +162,7 @@ LocalScheduler::Slot* LocalScheduler::slot_for_this_thread() noexcept {
   b.generation = generation_;
   b.slot = slots_[s].get();
   b.worker = nullptr;
+  b.driver = false;
   return slots_[s].get();
 }
 
@@ -314,7 +318,7 @@ void LocalScheduler::idle(Worker* w) noexcept {
       if ((i & 255) == 0) {
         sched_yield();
         if (!forever && Clock::now() >= deadline) break;
-        if (w->spare && running_.load(std::memory_order_relaxed) > config_.workers) break;
+        if (w->spare && running_.load(std::memory_order_relaxed) > target_) break;
       }
       detail::cpu_relax();
     }
@@ -327,7 +331,7 @@ void LocalScheduler::idle(Worker* w) noexcept {
   std::uint32_t key = epoch_.load(std::memory_order_seq_cst);
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   if (has_work() || stopping_.load(std::memory_order_seq_cst) ||
-      (w->spare && running_.load(std::memory_order_seq_cst) > config_.workers)) {
+      (w->spare && running_.load(std::memory_order_seq_cst) > target_)) {
     sleepers_.fetch_sub(1, std::memory_order_seq_cst);
     // Submits skip the wake-up while someone spins, so work that a former spinner
     // finds here may be all that a sleeper will ever hear of.
@@ -340,7 +344,7 @@ void LocalScheduler::idle(Worker* w) noexcept {
 
 bool LocalScheduler::try_park(Worker* w) noexcept {
   int r = running_.load(std::memory_order_relaxed);
-  while (r > config_.workers) {
+  while (r > target_) {
     if (running_.compare_exchange_weak(r, r - 1, std::memory_order_acq_rel)) {
       {
         std::lock_guard lock(workers_mutex_);
@@ -362,7 +366,7 @@ bool LocalScheduler::try_park(Worker* w) noexcept {
 
 void LocalScheduler::activate_spare() noexcept {
   int r = running_.load(std::memory_order_relaxed);
-  while (r < config_.workers) {
+  while (r < target_) {
     if (!running_.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel)) continue;
     std::lock_guard lock(workers_mutex_);
     if (stopping_.load()) {
@@ -404,16 +408,24 @@ void LocalScheduler::activate_spare() noexcept {
   }
 }
 
+void LocalScheduler::register_driver_thread() {
+  if (!config_.driver_reserves_core) return;
+  Slot* slot = slot_for_this_thread();
+  BRISK_CHECK(slot) << "no deque slot left for the driver thread";
+  t_binding.driver = true;
+  running_.fetch_add(1, std::memory_order_acq_rel);
+}
+
 void LocalScheduler::block_begin() noexcept {
   const ThreadBinding& b = t_binding;
-  if (b.generation != generation_ || !b.worker) return;
+  if (b.generation != generation_ || !(b.worker || b.driver)) return;
   running_.fetch_sub(1, std::memory_order_acq_rel);
   activate_spare();
 }
 
 void LocalScheduler::block_end() noexcept {
   const ThreadBinding& b = t_binding;
-  if (b.generation != generation_ || !b.worker) return;
+  if (b.generation != generation_ || !(b.worker || b.driver)) return;
   running_.fetch_add(1, std::memory_order_acq_rel);
 }
 
@@ -422,6 +434,7 @@ void LocalScheduler::worker_main(Worker* w) {
   b.generation = generation_;
   b.slot = w->slot;
   b.worker = w;
+  b.driver = false;
   if (config_.topology) {
     Status st = w->spare ? config_.topology->bind_thread_to_cpuset()
                          : config_.topology->bind_thread_to_core(w->index);
@@ -429,7 +442,7 @@ void LocalScheduler::worker_main(Worker* w) {
   }
   if (config_.events) config_.events->set_thread_name(fmt::format("{} {}", w->spare ? "spare worker" : "worker", w->index));
   while (!stopping_.load(std::memory_order_relaxed)) {
-    if (w->spare && running_.load(std::memory_order_relaxed) > config_.workers) {
+    if (w->spare && running_.load(std::memory_order_relaxed) > target_) {
       try_park(w);
       continue;
     }

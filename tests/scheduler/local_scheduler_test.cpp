@@ -125,7 +125,11 @@ BRISK_REMOTE(spin_us);
 int count_parts(const std::vector<int>& parts) { return static_cast<int>(parts.size()); }
 BRISK_REMOTE(count_parts);
 
-using TwoWorkers = brisk::testing::RuntimeTest;
+// Two regular workers (the driver, which counts as one, blocks in get).
+class TwoWorkers : public brisk::testing::RuntimeTest {
+ protected:
+  brisk::Options options() override { return brisk::testing::test_options(3); }
+};
 
 // A burst of submits that all see a spinning worker wakes nobody; the spinner must
 // pass the wake-up on when it leaves the idle state, or the sleeping worker misses

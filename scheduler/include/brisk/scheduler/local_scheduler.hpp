@@ -46,7 +46,12 @@ struct LocalSchedulerStats {
 class LocalScheduler final : public detail::Executor {
  public:
   struct Config {
-    int workers = 1;                               // regular workers (one per core)
+    int workers = 1;                               // tasks run at once: one per core
+    // The driver runs on this node: it counts as one running worker while it runs
+    // (so there are workers - 1 regular workers), and a spare takes its core while
+    // it blocks in get/wait. Keeps the submitting thread from being time-sliced
+    // with the workers that consume its tasks.
+    bool driver_reserves_core = false;
     IdleMode idle = IdleMode::kBackoff;
     std::chrono::nanoseconds spin{std::chrono::microseconds(50)};
     const Topology* topology = nullptr;            // binds workers when set
@@ -60,6 +65,9 @@ class LocalScheduler final : public detail::Executor {
   LocalScheduler(const LocalScheduler&) = delete;
   LocalScheduler& operator=(const LocalScheduler&) = delete;
 
+  // Makes the calling thread the driver (see Config::driver_reserves_core). Call it
+  // once, before start(), from the driver thread.
+  void register_driver_thread();
   // Starts the worker threads.
   void start();
   // Lets running tasks finish, fails every task still queued or waiting (their
@@ -73,6 +81,8 @@ class LocalScheduler final : public detail::Executor {
 
   LocalSchedulerStats stats() const;
   int workers() const noexcept { return config_.workers; }
+  // Worker threads started at start(); spares come and go.
+  int regular_workers() const noexcept { return regular_; }
 
  private:
   struct Slot;
@@ -97,6 +107,8 @@ class LocalScheduler final : public detail::Executor {
 
   Config config_;
   int max_spinners_;
+  int target_ = 1;   // running workers to aim for (the driver counts when registered)
+  int regular_ = 1;  // worker threads started by start()
   std::uint64_t generation_;
 
   static constexpr int kMaxSlots = 4096;
