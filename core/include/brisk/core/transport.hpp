@@ -1,0 +1,84 @@
+// brisk/core/transport.hpp — the interface between ranks: messages and one-sided reads.
+//
+// core and scheduler talk to other ranks only through Transport. Backends live in
+// mpi_transport/ (MPI two-sided + RMA; UCX active messages + ucp_get_nbx); tests use
+// an in-process fake (tests/testing/fake_transport.hpp). Every backend passes the
+// same typed test suite.
+//
+// Threading: send() and get() may be called from any thread; progress() from one
+// thread at a time (the rank's progress engine). Handlers and completions run
+// inside progress(), on the progressing thread, and must not block.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "brisk/core/ids.hpp"
+#include "brisk/core/status.hpp"
+
+namespace brisk {
+
+// Where a peer can read from one-sidedly: an address range in the owner's memory
+// plus the backend's key for it (UCX: a packed rkey; MPI: unused, the window is
+// per rank). Plain data: it travels inside messages.
+struct RemoteRegion {
+  Rank owner;
+  std::uint64_t address = 0;
+  std::uint64_t length = 0;
+  std::vector<std::byte> key;
+
+  template <class A>
+  void serialize(A& ar) {
+    ar(owner.value, address, length, key);
+  }
+};
+
+// A local range registered for one-sided reads; deregistered on destruction.
+class MemoryRegistration {
+ public:
+  virtual ~MemoryRegistration() = default;
+  virtual const RemoteRegion& remote() const noexcept = 0;
+};
+
+class Transport {
+ public:
+  using MessageHandler = std::function<void(Rank from, std::span<const std::byte> message)>;
+  using FailureHandler = std::function<void(Rank peer, const Status& why)>;
+  using Completion = std::function<void(Status)>;
+
+  virtual ~Transport() = default;
+
+  virtual Rank rank() const noexcept = 0;
+  virtual int size() const noexcept = 0;
+  // "mpi", "ucx", "fake".
+  virtual const char* name() const noexcept = 0;
+
+  // Handlers run inside progress(). Set them before the first progress().
+  virtual void set_message_handler(MessageHandler handler) = 0;
+  // Called once per peer found dead (backends that can tell; see each backend).
+  virtual void set_failure_handler(FailureHandler handler) = 0;
+
+  // Queues `message` for `to` (which may be this rank). Messages between one pair of
+  // ranks arrive in the order sent. kUnavailable if `to` is known dead,
+  // kInvalidArgument if it is not a rank of the job.
+  virtual Status send(Rank to, std::vector<std::byte> message) = 0;
+
+  // Moves messages and transfers along; runs handlers and completions. Returns the
+  // number of events handled (0: nothing happened, the caller may back off).
+  virtual int progress() = 0;
+
+  // Registers [base, base + length) so that peers can get() from it. Backends that
+  // can only expose a fixed window return kFailedPrecondition for memory outside it.
+  virtual StatusOr<std::unique_ptr<MemoryRegistration>> register_memory(void* base, std::size_t length) = 0;
+
+  // Reads `length` bytes at `remote.address + offset` of `remote.owner` into `dst`;
+  // `done` runs inside progress() when the bytes are there (or with the error).
+  virtual Status get(const RemoteRegion& remote, std::uint64_t offset, void* dst, std::size_t length,
+                     Completion done) = 0;
+};
+
+}  // namespace brisk

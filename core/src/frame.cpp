@@ -1,0 +1,98 @@
+#include "brisk/core/frame.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cstring>
+
+namespace brisk {
+namespace {
+
+constexpr std::array<std::uint32_t, 256> make_crc_table() {
+  std::array<std::uint32_t, 256> t{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    t[i] = c;
+  }
+  return t;
+}
+constexpr auto kCrcTable = make_crc_table();
+
+void put_u32(std::byte* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+}
+std::uint32_t get_u32(const std::byte* p) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= std::uint32_t(std::to_integer<std::uint8_t>(p[i])) << (8 * i);
+  return v;
+}
+
+}  // namespace
+
+std::uint32_t crc32c(std::span<const std::byte> bytes, std::uint32_t seed) noexcept;
+
+namespace {
+// Covers the first 12 header bytes and the payload: everything but the checksum.
+std::uint32_t frame_checksum(std::span<const std::byte> frame) {
+  std::uint32_t c = crc32c(frame.first(12));
+  return crc32c(frame.subspan(kFrameHeaderBytes), c);
+}
+}  // namespace
+
+std::uint32_t crc32c(std::span<const std::byte> bytes, std::uint32_t seed) noexcept {
+  std::uint32_t c = ~seed;
+  for (std::byte b : bytes) c = kCrcTable[(c ^ std::to_integer<std::uint8_t>(b)) & 0xff] ^ (c >> 8);
+  return ~c;
+}
+
+const char* frame_kind_name(FrameKind kind) noexcept {
+  switch (kind) {
+    case FrameKind::kPing: return "ping";
+    case FrameKind::kTask: return "task";
+    case FrameKind::kResult: return "result";
+    case FrameKind::kObjectRequest: return "object-request";
+    case FrameKind::kObjectReply: return "object-reply";
+    case FrameKind::kControl: return "control";
+    case FrameKind::kRefCount: return "refcount";
+    case FrameKind::kShutdown: return "shutdown";
+  }
+  return "unknown";
+}
+
+std::vector<std::byte> encode_frame(FrameKind kind, std::span<const std::byte> payload) {
+  BRISK_CHECK(payload.size() <= kMaxFramePayload) << "frame payload of " << payload.size() << " bytes";
+  std::vector<std::byte> out(kFrameHeaderBytes + payload.size());
+  put_u32(out.data(), kFrameMagic);
+  out[4] = static_cast<std::byte>(kFrameVersion);
+  out[5] = static_cast<std::byte>(kind);
+  out[6] = out[7] = std::byte{0};
+  put_u32(out.data() + 8, static_cast<std::uint32_t>(payload.size()));
+  if (!payload.empty()) std::memcpy(out.data() + kFrameHeaderBytes, payload.data(), payload.size());
+  put_u32(out.data() + 12, frame_checksum(out));
+  return out;
+}
+
+StatusOr<FrameView> decode_frame(std::span<const std::byte> bytes) {
+  if (bytes.size() < kFrameHeaderBytes)
+    return invalid_argument(fmt::format("truncated frame: {} bytes, the header alone is {}", bytes.size(), kFrameHeaderBytes));
+  std::uint32_t magic = get_u32(bytes.data());
+  if (magic != kFrameMagic) return invalid_argument(fmt::format("not a brisk frame: magic {:#010x}", magic));
+  auto version = std::to_integer<std::uint8_t>(bytes[4]);
+  if (version != kFrameVersion)
+    return invalid_argument(fmt::format("frame version {} (this build speaks {})", version, kFrameVersion));
+  auto kind = std::to_integer<std::uint8_t>(bytes[5]);
+  if (kind == 0 || kind > kMaxFrameKind) return invalid_argument(fmt::format("unknown frame kind {}", kind));
+  if (bytes[6] != std::byte{0} || bytes[7] != std::byte{0}) return invalid_argument("frame reserved bytes are not zero");
+  std::uint32_t length = get_u32(bytes.data() + 8);
+  if (length > kMaxFramePayload) return invalid_argument(fmt::format("frame payload length {} exceeds the limit {}", length, kMaxFramePayload));
+  if (length != bytes.size() - kFrameHeaderBytes)
+    return invalid_argument(fmt::format("frame says {} payload bytes but {} arrived", length, bytes.size() - kFrameHeaderBytes));
+  auto payload = bytes.subspan(kFrameHeaderBytes);
+  std::uint32_t want = get_u32(bytes.data() + 12);
+  std::uint32_t got = frame_checksum(bytes);
+  if (want != got) return invalid_argument(fmt::format("frame checksum mismatch ({:#010x} != {:#010x})", got, want));
+  return FrameView{static_cast<FrameKind>(kind), payload};
+}
+
+}  // namespace brisk
