@@ -1,28 +1,37 @@
-// The transport conformance suite against the MPI backend, one rank per process:
-//   mpirun -np 2 (and -np 4) mpi_transport_mpi_transport_test
-#include "brisk/mpi_transport/mpi_transport.hpp"
-
+// The transport conformance suite against a real backend, one rank per process:
+//   mpirun -np 4 mpi_transport_conformance_test --backend=mpi|ucx
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstring>
+#include <string>
+
+#include "brisk/mpi_transport/mpi_transport.hpp"
+#ifdef BRISK_HAVE_UCX
+#include "brisk/mpi_transport/ucx_transport.hpp"
+#endif
 #include "testing/transport_conformance.hpp"
 
 namespace {
 
 namespace conformance = brisk::testing::conformance;
-brisk::MpiTransport* g_transport = nullptr;
+brisk::Transport* g_transport = nullptr;
+std::function<void()> g_barrier;
+std::span<std::byte> g_exposed;
+std::string g_backend = "mpi";
 
-conformance::Env env() {
-  return conformance::Env{*g_transport, [] { g_transport->barrier(); }, g_transport->window()};
-}
+conformance::Env env() { return conformance::Env{*g_transport, g_barrier, g_exposed}; }
 
-TEST(MpiTransportTest, OrderedMessagesBetweenAllPairs) { conformance::ordered_messages_between_all_pairs(env()); }
-TEST(MpiTransportTest, LargeMessage) { conformance::large_message(env()); }
-TEST(MpiTransportTest, OneSidedGet) { conformance::one_sided_get(env()); }
-TEST(MpiTransportTest, ConcurrentSenders) { conformance::concurrent_senders(env()); }
-TEST(MpiTransportTest, RejectsBadRanks) { conformance::rejects_bad_ranks(env()); }
+TEST(TransportConformance, OrderedMessagesBetweenAllPairs) { conformance::ordered_messages_between_all_pairs(env()); }
+TEST(TransportConformance, LargeMessage) { conformance::large_message(env()); }
+TEST(TransportConformance, OneSidedGet) { conformance::one_sided_get(env()); }
+TEST(TransportConformance, ConcurrentSenders) { conformance::concurrent_senders(env()); }
+TEST(TransportConformance, RejectsBadRanks) { conformance::rejects_bad_ranks(env()); }
 
-TEST(MpiTransportTest, OnlyWindowMemoryCanBeRegistered) {
+TEST(TransportConformance, NameMatchesBackend) { EXPECT_EQ(g_transport->name(), g_backend); }
+
+TEST(MpiTransportOnly, OnlyWindowMemoryCanBeRegistered) {
+  if (g_backend != "mpi") GTEST_SKIP() << "mpi backend only";
   std::vector<std::byte> heap(64);
   auto r = g_transport->register_memory(heap.data(), heap.size());
   ASSERT_FALSE(r.ok());
@@ -36,6 +45,8 @@ int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   ::testing::InitGoogleTest(&argc, argv);
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--backend=", 10) == 0) g_backend = argv[i] + 10;
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank != 0) {
@@ -43,16 +54,31 @@ int main(int argc, char** argv) {
     delete listeners.Release(listeners.default_result_printer());
   }
   int rc = 0;
-  {
+  std::vector<std::byte> heap(4 << 20);
+  if (g_backend == "mpi") {
     auto t = brisk::MpiTransport::create(4 << 20);
+    if (!t.ok()) MPI_Abort(MPI_COMM_WORLD, 2);
+    g_transport = t->get();
+    g_barrier = [p = t->get()] { p->barrier(); };
+    g_exposed = (*t)->window();
+    rc = RUN_ALL_TESTS();
+#ifdef BRISK_HAVE_UCX
+  } else if (g_backend == "ucx") {
+    auto t = brisk::UcxTransport::create();
     if (!t.ok()) {
       std::fprintf(stderr, "%s\n", t.status().message().c_str());
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
     g_transport = t->get();
+    g_barrier = [p = t->get()] { p->barrier(); };
+    g_exposed = heap;
     rc = RUN_ALL_TESTS();
-    g_transport = nullptr;
+#endif
+  } else {
+    if (rank == 0) std::fprintf(stderr, "unknown or unbuilt backend '%s'\n", g_backend.c_str());
+    rc = 2;
   }
+  g_transport = nullptr;
   int worst = 0;
   MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   MPI_Finalize();

@@ -1,0 +1,47 @@
+// brisk/mpi_transport/ucx_transport.hpp — Transport over UCX.
+//
+// Control traffic: UCX active messages (ucp_am_send_nbx; large ones arrive by
+// rendezvous and are pulled with ucp_am_recv_data_nbx), delivered in send order per
+// peer. Objects: ucp_get_nbx from regions mapped with ucp_mem_map, whose packed
+// rkeys travel in RemoteRegion::key (unpacked once per peer and cached). Endpoints
+// use UCP_ERR_HANDLING_MODE_PEER: a dead peer is reported to the failure handler
+// and later sends to it fail, instead of hanging. Worker addresses are exchanged
+// over MPI at creation.
+//
+// Creation and destruction are collective over MPI_COMM_WORLD (MPI initialised with
+// MPI_THREAD_MULTIPLE); the UCX worker is created thread-safe (UCS_THREAD_MODE_MULTI).
+#pragma once
+
+#include <memory>
+
+#include "brisk/core/transport.hpp"
+
+namespace brisk {
+
+class UcxTransport final : public Transport {
+ public:
+  static StatusOr<std::unique_ptr<UcxTransport>> create();
+  ~UcxTransport() override;
+
+  Rank rank() const noexcept override;
+  int size() const noexcept override;
+  const char* name() const noexcept override { return "ucx"; }
+  void set_message_handler(MessageHandler handler) override;
+  void set_failure_handler(FailureHandler handler) override;
+  Status send(Rank to, std::vector<std::byte> message) override;
+  int progress() override;
+  StatusOr<std::unique_ptr<MemoryRegistration>> register_memory(void* base, std::size_t length) override;
+  Status get(const RemoteRegion& remote, std::uint64_t offset, void* dst, std::size_t length,
+             Completion done) override;
+
+  // Collective barrier (MPI, polled).
+  void barrier();
+
+  struct Impl;
+
+ private:
+  explicit UcxTransport(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace brisk

@@ -1,0 +1,413 @@
+#include "brisk/mpi_transport/ucx_transport.hpp"
+
+#include <fmt/format.h>
+#include <mpi.h>
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace brisk {
+namespace {
+constexpr unsigned kAmId = 7;
+
+std::string ucs_text(ucs_status_t s) { return ucs_status_string(s); }
+
+void mpi_barrier_polled(MPI_Comm comm) {
+  MPI_Request req;
+  MPI_Ibarrier(comm, &req);
+  for (;;) {
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+}  // namespace
+
+struct UcxTransport::Impl {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  std::vector<ucp_ep_h> eps;
+
+  MessageHandler on_message;
+  FailureHandler on_failure;
+
+  // Incoming messages, in arrival order per sender; delivered when complete.
+  struct Incoming {
+    int from = 0;
+    std::vector<std::byte> bytes;
+    bool ready = false;
+    ucs_status_t status = UCS_OK;
+  };
+  std::mutex in_mutex;
+  std::vector<std::deque<std::unique_ptr<Incoming>>> inbox;  // per sender
+
+  struct Done {
+    Completion done;
+    Status status;
+  };
+  std::mutex done_mutex;
+  std::vector<Done> completed;          // finished gets, run in progress()
+  std::vector<int> newly_dead;          // peers reported by the error handler
+
+  std::mutex dead_mutex;
+  std::vector<bool> dead;
+
+  std::mutex rkey_mutex;
+  std::map<std::pair<int, std::vector<std::byte>>, ucp_rkey_h> rkeys;
+
+  std::mutex ep_lookup_mutex;
+  std::map<ucp_ep_h, int> ep_rank;
+
+  bool is_dead(int r) {
+    std::lock_guard lock(dead_mutex);
+    return dead[static_cast<std::size_t>(r)];
+  }
+};
+
+namespace {
+
+struct SendState {
+  std::vector<std::byte> bytes;
+  std::int32_t header = 0;
+};
+
+void send_done(void* request, ucs_status_t, void* user_data) {
+  delete static_cast<SendState*>(user_data);
+  ucp_request_free(request);
+}
+
+struct GetState {
+  UcxTransport::Impl* impl;
+  Transport::Completion done;
+};
+
+void get_done(void* request, ucs_status_t status, void* user_data) {
+  auto* g = static_cast<GetState*>(user_data);
+  {
+    std::lock_guard lock(g->impl->done_mutex);
+    g->impl->completed.push_back({std::move(g->done),
+                                  status == UCS_OK ? Status{} : unavailable("ucp_get_nbx failed: " + ucs_text(status))});
+  }
+  delete g;
+  ucp_request_free(request);
+}
+
+struct RecvState {
+  UcxTransport::Impl* impl;
+  UcxTransport::Impl::Incoming* entry;
+};
+
+void rndv_done(void* request, ucs_status_t status, std::size_t, void* user_data) {
+  auto* r = static_cast<RecvState*>(user_data);
+  {
+    std::lock_guard lock(r->impl->in_mutex);
+    r->entry->status = status;
+    r->entry->ready = true;
+  }
+  delete r;
+  ucp_request_free(request);
+}
+
+ucs_status_t am_received(void* arg, const void* header, std::size_t header_length, void* data, std::size_t length,
+                         const ucp_am_recv_param_t* param) {
+  auto* impl = static_cast<UcxTransport::Impl*>(arg);
+  std::int32_t from = -1;
+  if (header_length == sizeof from) std::memcpy(&from, header, sizeof from);
+  if (from < 0 || from >= impl->size) return UCS_OK;  // malformed: dropped
+  auto entry = std::make_unique<UcxTransport::Impl::Incoming>();
+  entry->from = from;
+  entry->bytes.resize(length);
+  auto* raw = entry.get();
+  {
+    std::lock_guard lock(impl->in_mutex);
+    impl->inbox[static_cast<std::size_t>(from)].push_back(std::move(entry));
+  }
+  if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+    auto* rs = new RecvState{impl, raw};
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = rndv_done;
+    p.user_data = rs;
+    ucs_status_ptr_t req = ucp_am_recv_data_nbx(impl->worker, data, raw->bytes.data(), length, &p);
+    if (req == nullptr || UCS_PTR_IS_ERR(req)) {
+      std::lock_guard lock(impl->in_mutex);
+      raw->status = req == nullptr ? UCS_OK : UCS_PTR_STATUS(req);
+      raw->ready = true;
+      delete rs;
+    }
+  } else {
+    if (length) std::memcpy(raw->bytes.data(), data, length);
+    std::lock_guard lock(impl->in_mutex);
+    raw->ready = true;
+  }
+  return UCS_OK;
+}
+
+void ep_failed(void* arg, ucp_ep_h ep, ucs_status_t) {
+  auto* impl = static_cast<UcxTransport::Impl*>(arg);
+  int r = -1;
+  {
+    std::lock_guard lock(impl->ep_lookup_mutex);
+    auto it = impl->ep_rank.find(ep);
+    if (it != impl->ep_rank.end()) r = it->second;
+  }
+  if (r < 0) return;
+  {
+    std::lock_guard lock(impl->dead_mutex);
+    if (impl->dead[static_cast<std::size_t>(r)]) return;
+    impl->dead[static_cast<std::size_t>(r)] = true;
+  }
+  std::lock_guard lock(impl->done_mutex);
+  impl->newly_dead.push_back(r);
+}
+
+class UcxRegistration final : public MemoryRegistration {
+ public:
+  UcxRegistration(ucp_context_h ctx, ucp_mem_h memh, RemoteRegion region)
+      : ctx_(ctx), memh_(memh), region_(std::move(region)) {}
+  ~UcxRegistration() override { ucp_mem_unmap(ctx_, memh_); }
+  const RemoteRegion& remote() const noexcept override { return region_; }
+
+ private:
+  ucp_context_h ctx_;
+  ucp_mem_h memh_;
+  RemoteRegion region_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
+  auto impl = std::make_unique<Impl>();
+  MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm);
+  MPI_Comm_rank(impl->comm, &impl->rank);
+  MPI_Comm_size(impl->comm, &impl->size);
+  impl->inbox.resize(static_cast<std::size_t>(impl->size));
+  impl->dead.assign(static_cast<std::size_t>(impl->size), false);
+
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return unavailable("ucp_config_read: " + ucs_text(st));
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;
+  params.mt_workers_shared = 1;
+  st = ucp_init(&params, config, &impl->context);
+  ucp_config_release(config);
+  if (st != UCS_OK) return unavailable("ucp_init: " + ucs_text(st));
+
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_MULTI;
+  st = ucp_worker_create(impl->context, &wp, &impl->worker);
+  if (st != UCS_OK) return unavailable("ucp_worker_create: " + ucs_text(st));
+
+  ucp_am_handler_param_t hp{};
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  hp.id = kAmId;
+  hp.cb = am_received;
+  hp.arg = impl.get();
+  st = ucp_worker_set_am_recv_handler(impl->worker, &hp);
+  if (st != UCS_OK) return unavailable("ucp_worker_set_am_recv_handler: " + ucs_text(st));
+
+  // Exchange worker addresses over MPI.
+  ucp_address_t* addr = nullptr;
+  std::size_t addr_len = 0;
+  st = ucp_worker_get_address(impl->worker, &addr, &addr_len);
+  if (st != UCS_OK) return unavailable("ucp_worker_get_address: " + ucs_text(st));
+  int my_len = static_cast<int>(addr_len);
+  std::vector<int> lens(static_cast<std::size_t>(impl->size)), displs(static_cast<std::size_t>(impl->size));
+  MPI_Allgather(&my_len, 1, MPI_INT, lens.data(), 1, MPI_INT, impl->comm);
+  int total = 0;
+  for (int r = 0; r < impl->size; ++r) {
+    displs[static_cast<std::size_t>(r)] = total;
+    total += lens[static_cast<std::size_t>(r)];
+  }
+  std::vector<char> all(static_cast<std::size_t>(total));
+  MPI_Allgatherv(addr, my_len, MPI_BYTE, all.data(), lens.data(), displs.data(), MPI_BYTE, impl->comm);
+  ucp_worker_release_address(impl->worker, addr);
+
+  impl->eps.resize(static_cast<std::size_t>(impl->size));
+  for (int r = 0; r < impl->size; ++r) {
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(all.data() + displs[static_cast<std::size_t>(r)]);
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = ep_failed;
+    ep.err_handler.arg = impl.get();
+    st = ucp_ep_create(impl->worker, &ep, &impl->eps[static_cast<std::size_t>(r)]);
+    if (st != UCS_OK) return unavailable(fmt::format("ucp_ep_create to rank {}: {}", r, ucs_text(st)));
+    impl->ep_rank[impl->eps[static_cast<std::size_t>(r)]] = r;
+  }
+  mpi_barrier_polled(impl->comm);
+  return std::unique_ptr<UcxTransport>(new UcxTransport(std::move(impl)));
+}
+
+UcxTransport::UcxTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+UcxTransport::~UcxTransport() {
+  // Let in-flight traffic drain on every rank before endpoints go away.
+  for (int i = 0; i < 1000; ++i) progress();
+  barrier();
+  for (int i = 0; i < 1000; ++i) progress();
+  {
+    std::lock_guard lock(impl_->rkey_mutex);
+    for (auto& [k, rkey] : impl_->rkeys) ucp_rkey_destroy(rkey);
+    impl_->rkeys.clear();
+  }
+  std::vector<ucs_status_ptr_t> closing;
+  for (int r = 0; r < impl_->size; ++r) {
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = impl_->is_dead(r) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    ucs_status_ptr_t req = ucp_ep_close_nbx(impl_->eps[static_cast<std::size_t>(r)], &p);
+    if (UCS_PTR_IS_PTR(req)) closing.push_back(req);
+  }
+  for (ucs_status_ptr_t req : closing) {
+    while (ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(impl_->worker);
+    ucp_request_free(req);
+  }
+  barrier();
+  ucp_worker_destroy(impl_->worker);
+  ucp_cleanup(impl_->context);
+  MPI_Comm_free(&impl_->comm);
+}
+
+Rank UcxTransport::rank() const noexcept { return Rank{impl_->rank}; }
+int UcxTransport::size() const noexcept { return impl_->size; }
+void UcxTransport::set_message_handler(MessageHandler h) { impl_->on_message = std::move(h); }
+void UcxTransport::set_failure_handler(FailureHandler h) { impl_->on_failure = std::move(h); }
+void UcxTransport::barrier() { mpi_barrier_polled(impl_->comm); }
+
+Status UcxTransport::send(Rank to, std::vector<std::byte> message) {
+  if (to.value < 0 || to.value >= impl_->size)
+    return invalid_argument(fmt::format("no rank {} in a job of {}", to.value, impl_->size));
+  if (impl_->is_dead(to.value)) return unavailable(fmt::format("rank {} is dead", to.value));
+  auto* s = new SendState{std::move(message), impl_->rank};
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = send_done;
+  p.user_data = s;
+  ucs_status_ptr_t req = ucp_am_send_nbx(impl_->eps[static_cast<std::size_t>(to.value)], kAmId, &s->header,
+                                         sizeof s->header, s->bytes.data(), s->bytes.size(), &p);
+  if (req == nullptr) {
+    delete s;
+    return {};
+  }
+  if (UCS_PTR_IS_ERR(req)) {
+    delete s;
+    return unavailable(fmt::format("ucp_am_send_nbx to rank {}: {}", to.value, ucs_text(UCS_PTR_STATUS(req))));
+  }
+  return {};  // send_done frees the state and the request
+}
+
+int UcxTransport::progress() {
+  int events = 0;
+  while (ucp_worker_progress(impl_->worker) != 0) ++events;
+  // Messages, in order per sender, as soon as the front one is complete.
+  std::vector<std::unique_ptr<Impl::Incoming>> ready;
+  {
+    std::lock_guard lock(impl_->in_mutex);
+    for (auto& q : impl_->inbox) {
+      while (!q.empty() && q.front()->ready) {
+        ready.push_back(std::move(q.front()));
+        q.pop_front();
+      }
+    }
+  }
+  for (auto& m : ready) {
+    ++events;
+    if (m->status == UCS_OK && impl_->on_message) impl_->on_message(Rank{m->from}, m->bytes);
+  }
+  std::vector<Impl::Done> done;
+  std::vector<int> dead;
+  {
+    std::lock_guard lock(impl_->done_mutex);
+    done.swap(impl_->completed);
+    dead.swap(impl_->newly_dead);
+  }
+  for (auto& d : done) {
+    ++events;
+    d.done(d.status);
+  }
+  for (int r : dead) {
+    ++events;
+    if (impl_->on_failure) impl_->on_failure(Rank{r}, unavailable(fmt::format("UCX reports rank {} unreachable", r)));
+  }
+  return events;
+}
+
+StatusOr<std::unique_ptr<MemoryRegistration>> UcxTransport::register_memory(void* base, std::size_t length) {
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = base;
+  mp.length = length;
+  ucp_mem_h memh = nullptr;
+  ucs_status_t st = ucp_mem_map(impl_->context, &mp, &memh);
+  if (st != UCS_OK) return unavailable("ucp_mem_map: " + ucs_text(st));
+  void* packed = nullptr;
+  std::size_t packed_len = 0;
+  st = ucp_rkey_pack(impl_->context, memh, &packed, &packed_len);
+  if (st != UCS_OK) {
+    ucp_mem_unmap(impl_->context, memh);
+    return unavailable("ucp_rkey_pack: " + ucs_text(st));
+  }
+  RemoteRegion r;
+  r.owner = Rank{impl_->rank};
+  r.address = reinterpret_cast<std::uintptr_t>(base);
+  r.length = length;
+  r.key.assign(static_cast<std::byte*>(packed), static_cast<std::byte*>(packed) + packed_len);
+  ucp_rkey_buffer_release(packed);
+  return std::unique_ptr<MemoryRegistration>(new UcxRegistration(impl_->context, memh, std::move(r)));
+}
+
+Status UcxTransport::get(const RemoteRegion& remote, std::uint64_t offset, void* dst, std::size_t length,
+                         Completion done) {
+  const int owner = remote.owner.value;
+  if (owner < 0 || owner >= impl_->size) return invalid_argument(fmt::format("no rank {} in a job of {}", owner, impl_->size));
+  if (offset + length > remote.length) return invalid_argument("get outside the registered region");
+  if (impl_->is_dead(owner)) return unavailable(fmt::format("rank {} is dead", owner));
+  ucp_ep_h ep = impl_->eps[static_cast<std::size_t>(owner)];
+  ucp_rkey_h rkey = nullptr;
+  {
+    std::lock_guard lock(impl_->rkey_mutex);
+    auto key = std::make_pair(owner, remote.key);
+    auto it = impl_->rkeys.find(key);
+    if (it == impl_->rkeys.end()) {
+      ucs_status_t st = ucp_ep_rkey_unpack(ep, remote.key.data(), &rkey);
+      if (st != UCS_OK) return invalid_argument("ucp_ep_rkey_unpack: " + ucs_text(st));
+      impl_->rkeys.emplace(std::move(key), rkey);
+    } else {
+      rkey = it->second;
+    }
+  }
+  auto* g = new GetState{impl_.get(), std::move(done)};
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  p.cb.send = get_done;
+  p.user_data = g;
+  ucs_status_ptr_t req = ucp_get_nbx(ep, dst, length, remote.address + offset, rkey, &p);
+  if (req == nullptr) {
+    std::lock_guard lock(impl_->done_mutex);
+    impl_->completed.push_back({std::move(g->done), Status{}});
+    delete g;
+    return {};
+  }
+  if (UCS_PTR_IS_ERR(req)) {
+    delete g;
+    return unavailable(fmt::format("ucp_get_nbx from rank {}: {}", owner, ucs_text(UCS_PTR_STATUS(req))));
+  }
+  return {};
+}
+
+}  // namespace brisk
