@@ -50,6 +50,8 @@ struct UcxTransport::Impl {
   };
   std::mutex in_mutex;
   std::vector<std::deque<std::unique_ptr<Incoming>>> inbox;  // per sender
+  // Rendezvous messages whose data is still at the sender: (descriptor, entry).
+  std::vector<std::pair<void*, Incoming*>> rndv;
 
   struct Done {
     Completion done;
@@ -133,23 +135,14 @@ ucs_status_t am_received(void* arg, const void* header, std::size_t header_lengt
     impl->inbox[static_cast<std::size_t>(from)].push_back(std::move(entry));
   }
   if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
-    auto* rs = new RecvState{impl, raw};
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    p.cb.recv_am = rndv_done;
-    p.user_data = rs;
-    ucs_status_ptr_t req = ucp_am_recv_data_nbx(impl->worker, data, raw->bytes.data(), length, &p);
-    if (req == nullptr || UCS_PTR_IS_ERR(req)) {
-      std::lock_guard lock(impl->in_mutex);
-      raw->status = req == nullptr ? UCS_OK : UCS_PTR_STATUS(req);
-      raw->ready = true;
-      delete rs;
-    }
-  } else {
-    if (length) std::memcpy(raw->bytes.data(), data, length);
+    // Keep the descriptor; progress() starts the receive outside the callback.
     std::lock_guard lock(impl->in_mutex);
-    raw->ready = true;
+    impl->rndv.push_back({data, raw});
+    return UCS_INPROGRESS;
   }
+  if (length) std::memcpy(raw->bytes.data(), data, length);
+  std::lock_guard lock(impl->in_mutex);
+  raw->ready = true;
   return UCS_OK;
 }
 
@@ -287,7 +280,18 @@ Rank UcxTransport::rank() const noexcept { return Rank{impl_->rank}; }
 int UcxTransport::size() const noexcept { return impl_->size; }
 void UcxTransport::set_message_handler(MessageHandler h) { impl_->on_message = std::move(h); }
 void UcxTransport::set_failure_handler(FailureHandler h) { impl_->on_failure = std::move(h); }
-void UcxTransport::barrier() { mpi_barrier_polled(impl_->comm); }
+void UcxTransport::barrier() {
+  // Keeps UCX moving while it waits: a rendezvous sender must progress for its
+  // receiver to get the data.
+  MPI_Request req;
+  MPI_Ibarrier(impl_->comm, &req);
+  for (;;) {
+    int done = 0;
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    if (progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
 
 Status UcxTransport::send(Rank to, std::vector<std::byte> message) {
   if (to.value < 0 || to.value >= impl_->size)
@@ -314,6 +318,29 @@ Status UcxTransport::send(Rank to, std::vector<std::byte> message) {
 int UcxTransport::progress() {
   int events = 0;
   while (ucp_worker_progress(impl_->worker) != 0) ++events;
+  std::vector<std::pair<void*, Impl::Incoming*>> rndv;
+  {
+    std::lock_guard lock(impl_->in_mutex);
+    rndv.swap(impl_->rndv);
+  }
+  for (auto [desc, entry] : rndv) {
+    ++events;
+    auto* rs = new RecvState{impl_.get(), entry};
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    p.cb.recv_am = rndv_done;
+    p.user_data = rs;
+    ucs_status_ptr_t req = ucp_am_recv_data_nbx(impl_->worker, desc, entry->bytes.data(), entry->bytes.size(), &p);
+    if (req == nullptr || UCS_PTR_IS_ERR(req)) {
+      std::lock_guard lock(impl_->in_mutex);
+      entry->status = req == nullptr ? UCS_OK : UCS_PTR_STATUS(req);
+      entry->ready = true;
+      delete rs;
+    }
+  }
+  if (!rndv.empty()) {
+    while (ucp_worker_progress(impl_->worker) != 0) ++events;
+  }
   // Messages, in order per sender, as soon as the front one is complete.
   std::vector<std::unique_ptr<Impl::Incoming>> ready;
   {

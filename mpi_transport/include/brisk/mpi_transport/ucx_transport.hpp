@@ -34,7 +34,8 @@ class UcxTransport final : public Transport {
   Status get(const RemoteRegion& remote, std::uint64_t offset, void* dst, std::size_t length,
              Completion done) override;
 
-  // Collective barrier (MPI, polled).
+  // Collective barrier (MPI, polled); progresses the transport (and so runs the
+  // handlers) while it waits.
   void barrier();
 
   struct Impl;
