@@ -148,7 +148,9 @@ TEST_F(TwoWorkers, BurstsAfterIdleUseBothWorkers) {
   EXPECT_LE(single_worker_reps, 5);
 }
 
+std::atomic<int> g_sleepers_started{0};
 int sleeper(int ms) {
+  g_sleepers_started.fetch_add(1);
   std::this_thread::sleep_for(std::chrono::milliseconds(ms));
   return ms;
 }
@@ -158,10 +160,13 @@ TEST(LocalSchedulerShutdownTest, QueuedTasksFailAndRunningOnesFinish) {
   brisk::Ref<int> running, queued, dependent;
   {
     brisk::NodeRuntime node(brisk::testing::test_options(1), nullptr);
+    g_sleepers_started = 0;
     running = brisk::remote(sleeper, 100);
     queued = brisk::remote(sleeper, 100);
     dependent = brisk::remote(sleeper, queued);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Shut down while the first task runs (the one worker starts it when the OS lets
+    // it, which on a loaded machine may take longer than any fixed sleep).
+    while (g_sleepers_started.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     node.shutdown();
     EXPECT_TRUE(running.ready());
     EXPECT_TRUE(queued.ready());

@@ -1,0 +1,55 @@
+// A rank killed with SIGKILL is reported by the UCX transport to the survivors,
+// and sends to it fail instead of hanging.
+//   mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0 -np 3 peer_failure_test
+// (without --enable-recovery, mpirun may kill the survivors when the victim dies)
+#include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "brisk/mpi_transport/ucx_transport.hpp"
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  auto t = brisk::UcxTransport::create();
+  if (!t.ok()) {
+    std::fprintf(stderr, "%s\n", t.status().message().c_str());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  brisk::Transport& tr = **t;
+  const int victim = tr.size() - 1;
+  (*t)->barrier();
+  if (tr.rank().value == victim) raise(SIGKILL);
+
+  std::atomic<int> reported{-1};
+  tr.set_failure_handler([&](brisk::Rank r, const brisk::Status&) {
+    if (r.value == victim) reported = r.value;
+  });
+  tr.set_message_handler([](brisk::Rank, std::span<const std::byte>) {});
+  auto t0 = std::chrono::steady_clock::now();
+  auto deadline = t0 + std::chrono::seconds(20);
+  while (reported.load() < 0 && std::chrono::steady_clock::now() < deadline) {
+    (void)tr.send(brisk::Rank{victim}, std::vector<std::byte>(16));
+    for (int i = 0; i < 10; ++i) tr.progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  bool ok = reported.load() == victim && tr.send(brisk::Rank{victim}, {}).code() == brisk::StatusCode::kUnavailable;
+  std::printf("rank %d: %s rank %d dead after %.1f ms\n", tr.rank().value,
+              ok ? "peer failure detected:" : "NOT DETECTED:", reported.load(), ms);
+  std::fflush(stdout);
+  // Give the other survivors time to see the victim die before this rank leaves
+  // (its own exit would be the next failure they see).
+  auto linger = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (std::chrono::steady_clock::now() < linger) {
+    tr.progress();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // MPI cannot finalise with a dead rank: leave without it.
+  _exit(ok ? 0 : 1);
+}
