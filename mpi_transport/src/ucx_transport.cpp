@@ -5,6 +5,8 @@
 #include <ucp/api/ucp.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -190,6 +192,13 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return unavailable("ucp_config_read: " + ucs_text(st));
+  // UCX notices a dead peer on a failed operation or, on paths that cannot fail
+  // (shared-memory FIFOs), through keepalive, every 20 s by default: far too slow to
+  // run through a failure. The user's UCX_KEEPALIVE_INTERVAL wins.
+  if (!std::getenv("UCX_KEEPALIVE_INTERVAL")) {
+    st = ucp_config_modify(config, "KEEPALIVE_INTERVAL", "250ms");
+    if (st != UCS_OK) std::fprintf(stderr, "brisk: warning: cannot set UCX keepalive: %s\n", ucs_text(st).c_str());
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;
@@ -361,7 +370,8 @@ int UcxTransport::progress() {
   {
     std::lock_guard lock(impl_->done_mutex);
     done.swap(impl_->completed);
-    dead.swap(impl_->newly_dead);
+    // Failures wait for a handler: none is lost to an early progress() call.
+    if (impl_->on_failure) dead.swap(impl_->newly_dead);
   }
   for (auto& d : done) {
     ++events;
@@ -369,7 +379,7 @@ int UcxTransport::progress() {
   }
   for (int r : dead) {
     ++events;
-    if (impl_->on_failure) impl_->on_failure(Rank{r}, unavailable(fmt::format("UCX reports rank {} unreachable", r)));
+    impl_->on_failure(Rank{r}, unavailable(fmt::format("UCX reports rank {} unreachable", r)));
   }
   return events;
 }

@@ -46,14 +46,14 @@ class FakeEndpoint final : public Transport {
       g.done(complete_get(g));
     }
     std::vector<int> newly_dead;
-    {
+    if (on_failure_) {
       std::lock_guard lock(fabric_->mutex_);
       for (int r : fabric_->dead_)
         if (r != rank_ && reported_dead_.insert(r).second) newly_dead.push_back(r);
     }
     for (int r : newly_dead) {
       ++events;
-      if (on_failure_) on_failure_(Rank{r}, unavailable(fmt::format("rank {} was killed", r)));
+      on_failure_(Rank{r}, unavailable(fmt::format("rank {} was killed", r)));
     }
     return events;
   }

@@ -60,6 +60,7 @@ class Transport {
   // Handlers run inside progress(). Set them before the first progress().
   virtual void set_message_handler(MessageHandler handler) = 0;
   // Called once per peer found dead (backends that can tell; see each backend).
+  // Failures found before a handler is set are kept and reported once one is.
   virtual void set_failure_handler(FailureHandler handler) = 0;
 
   // Queues `message` for `to` (which may be this rank). Messages between one pair of

@@ -5,8 +5,10 @@
 // peer. Objects: ucp_get_nbx from regions mapped with ucp_mem_map, whose packed
 // rkeys travel in RemoteRegion::key (unpacked once per peer and cached). Endpoints
 // use UCP_ERR_HANDLING_MODE_PEER: a dead peer is reported to the failure handler
-// and later sends to it fail, instead of hanging. Worker addresses are exchanged
-// over MPI at creation.
+// and later sends to it fail, instead of hanging; keepalive runs every 250 ms
+// unless UCX_KEEPALIVE_INTERVAL says otherwise, so a dead peer is noticed within
+// about a second even on paths where no operation fails. Worker addresses are
+// exchanged over MPI at creation.
 //
 // Creation and destruction are collective over MPI_COMM_WORLD (MPI initialised with
 // MPI_THREAD_MULTIPLE); the UCX worker is created thread-safe (UCS_THREAD_MODE_MULTI).
