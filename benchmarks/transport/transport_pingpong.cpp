@@ -1,4 +1,4 @@
-// Transport against raw MPI in the same run (2 ranks): message half round trip and
+// The transports (MPI, UCX) against raw MPI in the same run (2 ranks): message half round trip and
 // one-sided get bandwidth. One JSON line per result.
 //   mpirun -np 2 --bind-to core build/benchmarks/brisk_transport_pingpong
 #include <mpi.h>
@@ -11,6 +11,10 @@
 #include <vector>
 
 #include "brisk/mpi_transport/mpi_transport.hpp"
+#ifdef BRISK_HAVE_UCX
+#include "brisk/mpi_transport/ucx_transport.hpp"
+#endif
+#include <functional>
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -47,7 +51,7 @@ void raw_pingpong(int rank, int iters, std::size_t bytes) {
   emit(rank, "mpi_raw_pingpong", "\"bytes\":" + std::to_string(bytes), median(half), p99(half), "us/half_round_trip");
 }
 
-void transport_pingpong(brisk::MpiTransport& t, int iters, std::size_t bytes) {
+void transport_pingpong(brisk::Transport& t, const std::function<void()>& barrier, int iters, std::size_t bytes) {
   int rank = t.rank().value;
   int got = 0;
   t.set_message_handler([&](brisk::Rank, std::span<const std::byte>) { ++got; });
@@ -68,8 +72,8 @@ void transport_pingpong(brisk::MpiTransport& t, int iters, std::size_t bytes) {
     if (i >= 100) half.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / 2);
   }
   for (int i = 0; i < 100; ++i) t.progress();
-  t.barrier();
-  emit(rank, "mpi_transport_pingpong", "\"bytes\":" + std::to_string(bytes), median(half), p99(half),
+  barrier();
+  emit(rank, (std::string(t.name()) + "_transport_pingpong").c_str(), "\"bytes\":" + std::to_string(bytes), median(half), p99(half),
        "us/half_round_trip");
 }
 
@@ -96,9 +100,9 @@ void raw_get(int rank, std::size_t bytes, int reps) {
   if (rank == 0) emit(rank, "mpi_raw_get", "\"bytes\":" + std::to_string(bytes), median(gbps), p99(gbps), "GB/s");
 }
 
-void transport_get(brisk::MpiTransport& t, std::size_t bytes, int reps) {
+void transport_get(brisk::Transport& t, const std::function<void()>& barrier, std::span<std::byte> win,
+                   std::size_t bytes, int reps) {
   int rank = t.rank().value;
-  auto win = t.window();
   std::memset(win.data(), 1, bytes);
   auto reg = t.register_memory(win.data(), bytes);
   brisk::RemoteRegion remote = (*reg)->remote();
@@ -108,9 +112,14 @@ void transport_get(brisk::MpiTransport& t, std::size_t bytes, int reps) {
   MPI_Allgather(&mine, 1, MPI_UINT64_T, addr.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
   remote.owner = brisk::Rank{1};
   remote.address = addr[1];
+  // The key (UCX rkey) is rank 1's: exchange it too.
+  int key_len = static_cast<int>(remote.key.size());
+  MPI_Bcast(&key_len, 1, MPI_INT, 1, MPI_COMM_WORLD);
+  remote.key.resize(static_cast<std::size_t>(key_len));
+  MPI_Bcast(remote.key.data(), key_len, MPI_BYTE, 1, MPI_COMM_WORLD);
   std::vector<std::byte> dst(bytes);
   std::vector<double> gbps;
-  t.barrier();
+  barrier();
   if (rank == 0) {
     for (int r = 0; r < reps; ++r) {
       bool done = false;
@@ -120,8 +129,8 @@ void transport_get(brisk::MpiTransport& t, std::size_t bytes, int reps) {
       gbps.push_back(bytes / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
     }
   }
-  t.barrier();
-  if (rank == 0) emit(rank, "mpi_transport_get", "\"bytes\":" + std::to_string(bytes), median(gbps), p99(gbps), "GB/s");
+  barrier();
+  if (rank == 0) emit(rank, (std::string(t.name()) + "_transport_get").c_str(), "\"bytes\":" + std::to_string(bytes), median(gbps), p99(gbps), "GB/s");
 }
 
 }  // namespace
@@ -140,13 +149,26 @@ int main(int argc, char** argv) {
   {
     auto t = brisk::MpiTransport::create(64 << 20);
     if (!t.ok()) MPI_Abort(MPI_COMM_WORLD, 2);
+    std::function<void()> mpi_barrier = [&] { (*t)->barrier(); };
+#ifdef BRISK_HAVE_UCX
+    auto u = brisk::UcxTransport::create();
+    if (!u.ok()) MPI_Abort(MPI_COMM_WORLD, 2);
+    std::function<void()> ucx_barrier = [&] { (*u)->barrier(); };
+    std::vector<std::byte> heap(64 << 20);
+#endif
     for (std::size_t bytes : {8, 1024}) {
       raw_pingpong(rank, 5000, bytes);
-      transport_pingpong(**t, 5000, bytes);
+      transport_pingpong(**t, mpi_barrier, 5000, bytes);
+#ifdef BRISK_HAVE_UCX
+      transport_pingpong(**u, ucx_barrier, 5000, bytes);
+#endif
     }
     for (std::size_t bytes : {std::size_t{1} << 20, std::size_t{64} << 20}) {
       raw_get(rank, bytes, 20);
-      transport_get(**t, bytes, 20);
+      transport_get(**t, mpi_barrier, (*t)->window(), bytes, 20);
+#ifdef BRISK_HAVE_UCX
+      transport_get(**u, ucx_barrier, heap, bytes, 20);
+#endif
     }
   }
   MPI_Finalize();
