@@ -330,6 +330,9 @@ void LocalScheduler::idle(Worker* w) noexcept {
   }
   std::uint32_t key = epoch_.load(std::memory_order_seq_cst);
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  // Pairs with the fence in notify_work(): either the submitter sees this sleeper or
+  // has_work() below sees its task (has_work's loads are relaxed).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (has_work() || stopping_.load(std::memory_order_seq_cst) ||
       (w->spare && running_.load(std::memory_order_seq_cst) > target_)) {
     sleepers_.fetch_sub(1, std::memory_order_seq_cst);
@@ -441,16 +444,27 @@ void LocalScheduler::worker_main(Worker* w) {
     if (!st.ok()) std::fprintf(stderr, "brisk: warning: cannot bind worker %d: %s\n", w->index, st.message().c_str());
   }
   if (config_.events) config_.events->set_thread_name(fmt::format("{} {}", w->spare ? "spare worker" : "worker", w->index));
+  bool was_idle = false;  // idle or parked since the last task
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (w->spare && running_.load(std::memory_order_relaxed) > target_) {
       try_park(w);
+      was_idle = true;
       continue;
     }
     if (TaskBase* t = find_task(w)) {
+      // Back from idle with a task in hand and more queued: wake a sleeper, which
+      // does the same, so a burst reaches every worker. (idle() passes on only one
+      // wake-up, and only when nobody spins; a spinner that the OS preempted would
+      // hold the others asleep through the whole burst.)
+      if (was_idle) {
+        was_idle = false;
+        if (sleepers_.load(std::memory_order_seq_cst) > 0 && has_work()) wake_one();
+      }
       execute(w, t);
       continue;
     }
     idle(w);
+    was_idle = true;
   }
   // Queued tasks are cancelled by shutdown().
   live_threads_.fetch_sub(1, std::memory_order_acq_rel);

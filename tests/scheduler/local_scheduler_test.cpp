@@ -125,16 +125,36 @@ BRISK_REMOTE(spin_us);
 int count_parts(const std::vector<int>& parts) { return static_cast<int>(parts.size()); }
 BRISK_REMOTE(count_parts);
 
+// Holds its worker until `n` of these tasks run at once (or 30 s pass).
+std::atomic<int> g_arrived{0};
+int rendezvous(int n) {
+  g_arrived.fetch_add(1);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (g_arrived.load() < n && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  return g_arrived.load() >= n;
+}
+BRISK_REMOTE(rendezvous);
+
 // Two regular workers (the driver, which counts as one, blocks in get).
 class TwoWorkers : public brisk::testing::RuntimeTest {
  protected:
   brisk::Options options() override { return brisk::testing::test_options(3); }
+  // Returns once both workers and the driver's spare run tasks: a worker thread's
+  // start-up (its event ring, its binding) takes tens of milliseconds under the
+  // sanitizers, and bursts before then can only find the workers already up.
+  void wait_for_workers() {
+    g_arrived = 0;
+    std::vector<brisk::Ref<int>> all;
+    for (int i = 0; i < 3; ++i) all.push_back(brisk::remote(rendezvous, 3));
+    for (auto& r : all) ASSERT_EQ(brisk::get(r), 1);
+  }
 };
 
 // A burst of submits that all see a spinning worker wakes nobody; the spinner must
 // pass the wake-up on when it leaves the idle state, or the sleeping worker misses
 // the whole burst (it did once: one rep in three ran on a single worker).
 TEST_F(TwoWorkers, BurstsAfterIdleUseBothWorkers) {
+  ASSERT_NO_FATAL_FAILURE(wait_for_workers());
   int single_worker_reps = 0;
   for (int rep = 0; rep < 100; ++rep) {
     reset();

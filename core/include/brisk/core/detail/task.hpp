@@ -276,9 +276,11 @@ class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : publ
       std::optional<stored_t<R>> value;
       std::shared_ptr<const ErrorInfo> err = first_input_error();
       if (!err) err = execute(value);
-      // Inputs are released before the result is published, so that whoever sees
-      // the result also sees the inputs freed (when this task held the last Ref).
+      // Inputs are released and the end recorded before the result is published, so
+      // that whoever sees the result also sees the inputs freed (when this task held
+      // the last Ref) and the task's end in the event log.
       args_ = std::tuple<S...>();
+      record_event(EventKind::kEnd, id_, name_);
       if (err) {
         result_->complete_error(std::move(err));
       } else {
@@ -287,7 +289,6 @@ class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : publ
     }
     result_->release();
     result_ = nullptr;
-    record_event(EventKind::kEnd, id_, name_);
   }
 
   void cancel(std::shared_ptr<const ErrorInfo> error) noexcept override {
