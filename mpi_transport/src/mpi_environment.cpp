@@ -1,5 +1,7 @@
 #include "brisk/mpi_transport/mpi_environment.hpp"
 
+#include "mpi_poll.hpp"
+
 #include <mpi.h>
 
 #include <chrono>
@@ -43,23 +45,9 @@ int MpiEnvironment::agree_exit_code(int code) {
   if (size_ == 1) return code;
   MPI_Request req;
   MPI_Ibcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD, &req);
-  auto sleep = std::chrono::microseconds(50);
-  for (;;) {
-    int done = 0;
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) break;
-    std::this_thread::sleep_for(sleep);
-    if (sleep < std::chrono::milliseconds(5)) sleep *= 2;
-  }
-  // A barrier by polling as well, so that no rank finalises while another still
-  // serves (matters once ranks exchange work).
-  MPI_Ibarrier(MPI_COMM_WORLD, &req);
-  for (;;) {
-    int done = 0;
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) break;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
-  }
+  detail::wait_polled(req, {}, std::chrono::microseconds(50), std::chrono::milliseconds(5));
+  // A barrier as well, so that no rank finalises while another still serves.
+  detail::barrier_polled(MPI_COMM_WORLD);
   return code;
 }
 

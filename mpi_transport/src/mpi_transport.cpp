@@ -1,5 +1,7 @@
 #include "brisk/mpi_transport/mpi_transport.hpp"
 
+#include "mpi_poll.hpp"
+
 #include <fmt/format.h>
 #include <mpi.h>
 
@@ -225,15 +227,6 @@ Status MpiTransport::get(const RemoteRegion& remote, std::uint64_t offset, void*
   return {};
 }
 
-void MpiTransport::barrier() {
-  MPI_Request req;
-  MPI_Ibarrier(impl_->comm, &req);
-  for (;;) {
-    int done = 0;
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-}
+void MpiTransport::barrier() { detail::barrier_polled(impl_->comm); }
 
 }  // namespace brisk

@@ -1,5 +1,7 @@
 #include "brisk/mpi_transport/ucx_transport.hpp"
 
+#include "mpi_poll.hpp"
+
 #include <fmt/format.h>
 #include <mpi.h>
 #include <ucp/api/ucp.h>
@@ -20,16 +22,6 @@ constexpr unsigned kAmId = 7;
 
 std::string ucs_text(ucs_status_t s) { return ucs_status_string(s); }
 
-void mpi_barrier_polled(MPI_Comm comm) {
-  MPI_Request req;
-  MPI_Ibarrier(comm, &req);
-  for (;;) {
-    int done = 0;
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-}
 }  // namespace
 
 struct UcxTransport::Impl {
@@ -255,7 +247,7 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
     if (st != UCS_OK) return unavailable(fmt::format("ucp_ep_create to rank {}: {}", r, ucs_text(st)));
     impl->ep_rank[impl->eps[static_cast<std::size_t>(r)]] = r;
   }
-  mpi_barrier_polled(impl->comm);
+  detail::barrier_polled(impl->comm);
   return std::unique_ptr<UcxTransport>(new UcxTransport(std::move(impl)));
 }
 
@@ -296,14 +288,7 @@ void UcxTransport::set_failure_handler(FailureHandler h) { impl_->on_failure = s
 void UcxTransport::barrier() {
   // Keeps UCX moving while it waits: a rendezvous sender must progress for its
   // receiver to get the data.
-  MPI_Request req;
-  MPI_Ibarrier(impl_->comm, &req);
-  for (;;) {
-    int done = 0;
-    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-    if (done) return;
-    if (progress() == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
+  detail::barrier_polled(impl_->comm, [this] { return progress(); });
 }
 
 Status UcxTransport::send(Rank to, std::vector<std::byte> message) {
