@@ -201,21 +201,23 @@ void LocalScheduler::submit(TaskBase* task) noexcept {
   push(task);
 }
 
-bool LocalScheduler::try_grant(TaskBase* task) noexcept {
+bool LocalScheduler::grant_locked(TaskBase* task) noexcept {
   const auto& demand = *task->resources();
-  std::lock_guard lock(resource_mutex_);
-  bool fits = waiting_for_resources_.empty();  // first come, first served
   for (const auto& [name, amount] : demand) {
     auto it = available_.find(name);
-    if (it == available_.end() || it->second + 1e-9 < amount) fits = false;
-  }
-  if (!fits) {
-    waiting_for_resources_.push_back(task);
-    return false;
+    if (it == available_.end() || it->second + 1e-9 < amount) return false;
   }
   for (const auto& [name, amount] : demand) available_[name] -= amount;
   task->sched_grant_ = task;
   return true;
+}
+
+bool LocalScheduler::try_grant(TaskBase* task) noexcept {
+  std::lock_guard lock(resource_mutex_);
+  // First come, first served: nobody overtakes a waiting task.
+  if (waiting_for_resources_.empty() && grant_locked(task)) return true;
+  waiting_for_resources_.push_back(task);
+  return false;
 }
 
 void LocalScheduler::release_grant(TaskBase* task) noexcept {
@@ -224,16 +226,8 @@ void LocalScheduler::release_grant(TaskBase* task) noexcept {
     std::lock_guard lock(resource_mutex_);
     for (const auto& [name, amount] : *task->resources()) available_[name] += amount;
     for (auto it = waiting_for_resources_.begin(); it != waiting_for_resources_.end();) {
-      TaskBase* t = *it;
-      bool fits = true;
-      for (const auto& [name, amount] : *t->resources()) {
-        auto a = available_.find(name);
-        if (a == available_.end() || a->second + 1e-9 < amount) fits = false;
-      }
-      if (fits) {
-        for (const auto& [name, amount] : *t->resources()) available_[name] -= amount;
-        t->sched_grant_ = t;
-        granted.push_back(t);
+      if (grant_locked(*it)) {
+        granted.push_back(*it);
         it = waiting_for_resources_.erase(it);
       } else {
         ++it;

@@ -102,6 +102,8 @@ class LocalScheduler final : public detail::Executor {
   bool try_park(Worker* w) noexcept;
   void activate_spare() noexcept;
   bool try_grant(detail::TaskBase* task) noexcept;
+  // Takes the task's resources if the node has them now (resource_mutex_ held).
+  bool grant_locked(detail::TaskBase* task) noexcept;
   void release_grant(detail::TaskBase* task) noexcept;
   void cancel_all() noexcept;
 

@@ -66,7 +66,7 @@ class TaskBase {
 
   // One argument object completed.
   void dependency_done() noexcept {
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) require_context_unchecked()->executor->submit(this);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) context()->executor->submit(this);
   }
 
   // Scheduler bookkeeping.
@@ -74,8 +74,6 @@ class TaskBase {
   void* sched_grant_ = nullptr;
 
  protected:
-  static RuntimeContext* require_context_unchecked() noexcept { return context(); }
-
   TaskId id_;
   const char* name_;
   std::shared_ptr<const TaskOptions> options_;
