@@ -70,7 +70,6 @@ class TaskBase {
   }
 
   // Scheduler bookkeeping.
-  TaskBase* sched_next_ = nullptr;
   void* sched_grant_ = nullptr;
 
  protected:
