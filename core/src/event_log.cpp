@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -137,11 +139,11 @@ void json_escape(std::string& out, const char* s) {
 
 // fmt rather than a JSON library: a trace holds millions of events and this is the
 // only writer; tests parse the output with nlohmann::json.
-Status EventLog::write_chrome_trace(const std::string& path, int rank) const {
-  std::vector<ThreadEvents> threads = snapshot();
-  std::uint64_t t0 = ~std::uint64_t{0};
-  for (const auto& t : threads)
-    for (const auto& e : t.events) t0 = std::min(t0, e.ts_ns);
+Status write_merged_chrome_trace(const std::string& path, const std::vector<RankEvents>& ranks) {
+  std::int64_t t0 = std::numeric_limits<std::int64_t>::max();
+  for (const auto& r : ranks)
+    for (const auto& t : r.threads)
+      for (const auto& e : t.events) t0 = std::min(t0, e.ts_ns);
   std::string out;
   out.reserve(1 << 20);
   out += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
@@ -150,50 +152,61 @@ Status EventLog::write_chrome_trace(const std::string& path, int rank) const {
     if (!first) out += ",\n";
     first = false;
   };
-  sep();
-  out += fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":"rank {}"}}}})", rank, rank);
-  auto us = [&](std::uint64_t ns) { return static_cast<double>(ns - t0) / 1000.0; };
-  for (const auto& t : threads) {
+  auto us = [&](std::int64_t ns) { return static_cast<double>(ns - t0) / 1000.0; };
+  for (const auto& r : ranks) {
+    const int rank = r.rank;
     sep();
-    out += fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":")", rank, t.thread_index);
-    json_escape(out, t.thread_name.c_str());
+    out += fmt::format(R"({{"ph":"M","name":"process_name","pid":{},"tid":0,"args":{{"name":"rank {})", rank, rank);
+    if (!r.host.empty()) {
+      out += " (";
+      json_escape(out, r.host.c_str());
+      out += ")";
+    }
     out += "\"}}";
-    std::unordered_map<std::uint64_t, const Event*> open;
-    for (const auto& e : t.events) {
-      switch (e.kind) {
-        case EventKind::kStart:
-          open[e.task] = &e;
-          break;
-        case EventKind::kEnd: {
-          auto it = open.find(e.task);
-          if (it == open.end()) break;
-          const Event* s = it->second;
-          open.erase(it);
-          sep();
-          out += fmt::format(R"({{"ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":")", rank,
-                             t.thread_index, us(s->ts_ns), static_cast<double>(e.ts_ns - s->ts_ns) / 1000.0);
-          json_escape(out, e.name);
-          out += fmt::format(R"(","args":{{"task":"{:016x}"}}}})", e.task);
-          sep();
-          out += fmt::format(R"({{"ph":"f","bp":"e","pid":{},"tid":{},"ts":{:.3f},"id":"{:x}","name":"submit","cat":"task"}})",
-                             rank, t.thread_index, us(s->ts_ns), e.task);
-          break;
+    sep();
+    out += fmt::format(R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})", rank, rank);
+    for (const auto& t : r.threads) {
+      sep();
+      out += fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":")", rank, t.index);
+      json_escape(out, t.name.c_str());
+      out += "\"}}";
+      std::unordered_map<std::uint64_t, const RankEvents::Event*> open;
+      for (const auto& e : t.events) {
+        switch (e.kind) {
+          case EventKind::kStart:
+            open[e.task] = &e;
+            break;
+          case EventKind::kEnd: {
+            auto it = open.find(e.task);
+            if (it == open.end()) break;
+            const RankEvents::Event* s = it->second;
+            open.erase(it);
+            sep();
+            out += fmt::format(R"({{"ph":"X","pid":{},"tid":{},"ts":{:.3f},"dur":{:.3f},"name":")", rank, t.index,
+                               us(s->ts_ns), static_cast<double>(e.ts_ns - s->ts_ns) / 1000.0);
+            json_escape(out, e.name.c_str());
+            out += fmt::format(R"(","args":{{"task":"{:016x}"}}}})", e.task);
+            sep();
+            out += fmt::format(R"({{"ph":"f","bp":"e","pid":{},"tid":{},"ts":{:.3f},"id":"{:x}","name":"submit","cat":"task"}})",
+                               rank, t.index, us(s->ts_ns), e.task);
+            break;
+          }
+          case EventKind::kSubmit:
+            sep();
+            out += fmt::format(R"({{"ph":"s","pid":{},"tid":{},"ts":{:.3f},"id":"{:x}","name":"submit","cat":"task"}})",
+                               rank, t.index, us(e.ts_ns), e.task);
+            sep();
+            out += fmt::format(R"({{"ph":"i","s":"t","pid":{},"tid":{},"ts":{:.3f},"name":"submit )", rank, t.index,
+                               us(e.ts_ns));
+            json_escape(out, e.name.c_str());
+            out += fmt::format(R"(","args":{{"task":"{:016x}"}}}})", e.task);
+            break;
+          case EventKind::kGet:
+            sep();
+            out += fmt::format(R"({{"ph":"i","s":"t","pid":{},"tid":{},"ts":{:.3f},"name":"get","args":{{"task":"{:016x}"}}}})",
+                               rank, t.index, us(e.ts_ns), e.task);
+            break;
         }
-        case EventKind::kSubmit:
-          sep();
-          out += fmt::format(R"({{"ph":"s","pid":{},"tid":{},"ts":{:.3f},"id":"{:x}","name":"submit","cat":"task"}})",
-                             rank, t.thread_index, us(e.ts_ns), e.task);
-          sep();
-          out += fmt::format(R"({{"ph":"i","s":"t","pid":{},"tid":{},"ts":{:.3f},"name":"submit )", rank,
-                             t.thread_index, us(e.ts_ns));
-          json_escape(out, e.name);
-          out += fmt::format(R"(","args":{{"task":"{:016x}"}}}})", e.task);
-          break;
-        case EventKind::kGet:
-          sep();
-          out += fmt::format(R"({{"ph":"i","s":"t","pid":{},"tid":{},"ts":{:.3f},"name":"get","args":{{"task":"{:016x}"}}}})",
-                             rank, t.thread_index, us(e.ts_ns), e.task);
-          break;
       }
     }
   }
@@ -204,6 +217,23 @@ Status EventLog::write_chrome_trace(const std::string& path, int rank) const {
   ok = (std::fclose(f) == 0) && ok;
   if (!ok) return unavailable(fmt::format("cannot write timeline file {}", path));
   return {};
+}
+
+Status EventLog::write_chrome_trace(const std::string& path, int rank) const {
+  RankEvents r;
+  r.rank = rank;
+  for (auto& t : snapshot()) {
+    RankEvents::Thread th;
+    th.name = std::move(t.thread_name);
+    th.index = t.thread_index;
+    th.dropped = t.dropped;
+    th.events.reserve(t.events.size());
+    for (const auto& e : t.events) {
+      th.events.push_back(RankEvents::Event{static_cast<std::int64_t>(e.ts_ns), e.task, e.kind, e.name ? e.name : ""});
+    }
+    r.threads.push_back(std::move(th));
+  }
+  return write_merged_chrome_trace(path, {r});
 }
 
 }  // namespace brisk

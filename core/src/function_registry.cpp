@@ -34,17 +34,18 @@ thread_local Cache t_cache;
 
 }  // namespace
 
-const FunctionInfo* register_function(std::string_view name, const void* address) {
+const FunctionInfo* register_function(std::string_view name, const void* address, TaskDecoder decode) {
   Registry& r = registry();
   FunctionId id = FunctionId::from_name(name.data(), name.size());
   std::unique_lock lock(r.mutex);
   auto& slot = r.by_id[id];
   if (!slot) {
-    slot = std::make_unique<FunctionInfo>(FunctionInfo{id, std::string(name), address});
+    slot = std::make_unique<FunctionInfo>(FunctionInfo{id, std::string(name), address, decode});
   } else {
     BRISK_CHECK(slot->name == name) << "function names '" << slot->name << "' and '" << name
                                     << "' hash to the same id; rename one of them";
   }
+  if (!slot->decode) slot->decode = decode;
   r.by_address[address] = slot.get();
   r.version.fetch_add(1, std::memory_order_release);
   return slot.get();

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 
 #include "brisk/core/detail/context.hpp"
+#include "brisk/core/detail/distributed.hpp"
 #include "brisk/core/detail/object.hpp"
 #include "brisk/core/object_store.hpp"
 
@@ -18,6 +19,36 @@ void ObjectState::close() noexcept {
     WaiterNode* next = head->next;  // read before notify: the node may go away
     head->notify(head, this);
     head = next;
+  }
+}
+
+ObjectState::~ObjectState() { delete dist_.load(std::memory_order_acquire); }
+
+DistInfo& ObjectState::ensure_dist() {
+  DistInfo* d = dist_.load(std::memory_order_acquire);
+  if (d) return *d;
+  auto* fresh = new DistInfo;
+  if (dist_.compare_exchange_strong(d, fresh, std::memory_order_acq_rel, std::memory_order_acquire)) return *fresh;
+  delete fresh;
+  return *d;
+}
+
+void ObjectState::fill_remote(Reader& r) {
+  read_value(r);  // constructs the value, or throws having constructed nothing
+  commit_fetched();
+}
+
+void ObjectState::commit_fetched() {
+  residency_.store(Residency::kMemory, std::memory_order_seq_cst);
+  if (bytes_ >= kMinSpillBytes) {
+    if (ObjectStore* s = store()) {
+      Status st = s->admit(this, bytes_);
+      if (!st.ok()) {
+        residency_.store(Residency::kRemote, std::memory_order_seq_cst);
+        destroy_value();
+        throw Error("brisk: a fetched object does not fit in this rank's store: " + st.message());
+      }
+    }
   }
 }
 
@@ -45,8 +76,16 @@ void ObjectState::complete_value_constructed(std::size_t bytes) noexcept {
 
 void ObjectState::pin() {
   pins_.fetch_add(1, std::memory_order_seq_cst);
-  if (residency_.load(std::memory_order_seq_cst) == Residency::kMemory) return;
+  Residency where = residency_.load(std::memory_order_seq_cst);
+  if (where == Residency::kMemory) return;
   pins_.fetch_sub(1, std::memory_order_seq_cst);
+  if (where == Residency::kRemote) {
+    RuntimeContext* ctx = context();
+    if (!ctx || !ctx->distributed) throw Error("brisk: the object is on another rank and the runtime has stopped");
+    ctx->distributed->fetch(this);
+    pin();  // resident now (or spilled meanwhile: pin restores it)
+    return;
+  }
   ObjectStore* s = store_;
   if (!s) throw Error("brisk: the object was spilled by an object store that no longer exists");
   Status st = s->restore_and_pin(this);
@@ -63,6 +102,10 @@ void ObjectState::unpin() noexcept {
 }
 
 void ObjectState::destroy() noexcept {
+  if (dist()) {
+    RuntimeContext* ctx = context();
+    if (ctx && ctx->distributed) ctx->distributed->on_destroy(this);
+  }
   if (store_) store_->forget(this);
   delete this;
 }

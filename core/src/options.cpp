@@ -231,8 +231,66 @@ std::optional<std::string> apply_bind(std::string_view v, Options& o) {
   return std::nullopt;
 }
 
+std::optional<std::string> apply_transport(std::string_view v, Options& o) {
+  const std::string s = to_lower(trim(v));
+  if (s == "mpi") {
+    o.transport = TransportKind::kMpi;
+  } else if (s == "ucx") {
+    o.transport = TransportKind::kUcx;
+  } else {
+    return "expected one of mpi, ucx";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_count(std::string_view v, int& field, long long max) {
+  const auto n = parse_unsigned<long long>(v);
+  if (!n || *n > max) return "expected an integer from 0 to " + std::to_string(max);
+  field = static_cast<int>(*n);
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_shards(std::string_view v, Options& o) {
+  return apply_count(v, o.shards, 1 << 20);
+}
+
+std::optional<std::string> apply_schedulers(std::string_view v, Options& o) {
+  return apply_count(v, o.schedulers, 1 << 20);
+}
+
+std::optional<std::string> apply_report_roles(std::string_view v, Options& o) {
+  const auto b = parse_bool(v);
+  if (!b) return kBoolExpected;
+  o.report_roles = *b;
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_inline_bytes(std::string_view v, Options& o) {
+  return apply_size(v, o.inline_bytes);
+}
+
+std::optional<std::string> apply_spill_queue(std::string_view v, Options& o) {
+  return apply_count(v, o.spill_queue, 1 << 30);
+}
+
+std::optional<std::string> apply_arena_bytes(std::string_view v, Options& o) {
+  std::string reason;
+  const auto n = parse_size_impl(v, &reason);
+  if (!n) return reason;
+  if (*n < (std::size_t{1} << 20)) return "expected a size of at least 1M";
+  o.arena_bytes = *n;
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_heartbeat_ms(std::string_view v, Options& o) {
+  const auto n = parse_unsigned<long long>(v);
+  if (!n || *n < 1 || *n > 60000) return "expected an integer number of milliseconds from 1 to 60000";
+  o.heartbeat_ms = static_cast<int>(*n);
+  return std::nullopt;
+}
+
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 11> kSpecs = {{
+constexpr std::array<OptionSpec, 19> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -264,6 +322,34 @@ constexpr std::array<OptionSpec, 11> kSpecs = {{
      apply_resources},
     {"brisk-bind", "BRISK_BIND", "on|off", "on", kBoolExpected,
      "Bind worker threads to cores of the rank's cpuset with hwloc.", apply_bind},
+    {"brisk-transport", "BRISK_TRANSPORT", "mpi|ucx", "mpi", "expected one of mpi, ucx",
+     "Transport between ranks: mpi = MPI messages and MPI_Get from one window per rank "
+     "(fastest here); ucx = UCX active messages and ucp_get_nbx, which reports dead ranks.",
+     apply_transport},
+    {"brisk-shards", "BRISK_SHARDS", "N", "0", "expected an integer from 0 to 1048576",
+     "Control-state shards, spread over the ranks; 0 = one per 16 ranks (at least one).",
+     apply_shards},
+    {"brisk-schedulers", "BRISK_SCHEDULERS", "N", "0", "expected an integer from 0 to 1048576",
+     "Global schedulers, spread over the ranks; 0 = one per 32 ranks (at least one).",
+     apply_schedulers},
+    {"brisk-report-roles", "BRISK_REPORT_ROLES", "on|off", "off", kBoolExpected,
+     "Print one line per rank at start: host, roles, cpuset, NUMA node, GPUs.",
+     apply_report_roles},
+    {"brisk-inline-bytes", "BRISK_INLINE_BYTES", "SIZE", "64K", kSizeExpected,
+     "Objects up to this size travel inside task and result messages; larger ones are "
+     "pulled one-sided by the rank that reads them.",
+     apply_inline_bytes},
+    {"brisk-spill-queue", "BRISK_SPILL_QUEUE", "N", "0", "expected an integer from 0 to 1073741824",
+     "A rank sends ready tasks to a global scheduler once more than N wait in its local "
+     "queue; 0 = 2 per worker.",
+     apply_spill_queue},
+    {"brisk-arena-bytes", "BRISK_ARENA_BYTES", "SIZE", "1G", "expected a size of at least 1M",
+     "Registered memory per rank that peers pull large objects from (virtual; pages are "
+     "used as objects need them).",
+     apply_arena_bytes},
+    {"brisk-heartbeat-ms", "BRISK_HEARTBEAT_MS", "MS", "10",
+     "expected an integer number of milliseconds from 1 to 60000",
+     "How often a rank publishes its load to the control state.", apply_heartbeat_ms},
 }};
 
 const OptionSpec* find_spec(std::string_view name) {
@@ -396,8 +482,11 @@ StatusOr<ParsedOptions> parse_options(int argc, const char* const* argv,
       continue;
     }
     std::string value;
+    const bool is_switch = spec->expected == kBoolExpected;
     if (eq != std::string_view::npos) {
       value = std::string(token.substr(eq + 1));
+    } else if (is_switch && (i + 1 >= argc || argv[i + 1] == nullptr || !parse_bool(argv[i + 1]))) {
+      value = "on";  // an on/off option given alone, like mpirun's --report-bindings
     } else if (i + 1 < argc && argv[i + 1] != nullptr) {
       value = argv[++i];
     } else {

@@ -51,6 +51,37 @@ int MpiEnvironment::agree_exit_code(int code) {
   return code;
 }
 
+std::vector<std::vector<std::byte>> MpiEnvironment::allgather(std::span<const std::byte> mine) {
+  std::vector<std::vector<std::byte>> out(static_cast<std::size_t>(size_));
+  if (size_ == 1) {
+    out[0].assign(mine.begin(), mine.end());
+    return out;
+  }
+  int n = static_cast<int>(mine.size());
+  std::vector<int> sizes(static_cast<std::size_t>(size_));
+  MPI_Request req;
+  MPI_Iallgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD, &req);
+  detail::wait_polled(req);
+  std::vector<int> displs(static_cast<std::size_t>(size_));
+  int total = 0;
+  for (int r = 0; r < size_; ++r) {
+    displs[static_cast<std::size_t>(r)] = total;
+    total += sizes[static_cast<std::size_t>(r)];
+  }
+  std::vector<std::byte> all(static_cast<std::size_t>(total));
+  MPI_Iallgatherv(mine.data(), n, MPI_BYTE, all.data(), sizes.data(), displs.data(), MPI_BYTE, MPI_COMM_WORLD, &req);
+  detail::wait_polled(req);
+  for (int r = 0; r < size_; ++r) {
+    auto first = all.begin() + displs[static_cast<std::size_t>(r)];
+    out[static_cast<std::size_t>(r)].assign(first, first + sizes[static_cast<std::size_t>(r)]);
+  }
+  return out;
+}
+
+void MpiEnvironment::barrier() {
+  if (size_ > 1) detail::barrier_polled(MPI_COMM_WORLD);
+}
+
 void MpiEnvironment::abort_job(int code) noexcept {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

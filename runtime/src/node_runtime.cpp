@@ -27,6 +27,9 @@ NodeRuntime::NodeRuntime(const Options& options, const Topology* topology, int r
   std::map<std::string, double> resources;
   resources["CPU"] = workers_;
   resources["GPU"] = topology ? topology->num_gpus() : 0;
+  // Every rank offers "rank<N>" in a practically unlimited amount, so that a task
+  // can be pinned to a rank: brisk::task(f).resources({{"rank2", 1}}).
+  resources["rank" + std::to_string(rank)] = kRankResource;
   for (const auto& [name, amount] : options.resources) resources[name] = amount;
 
   LocalScheduler::Config lc;

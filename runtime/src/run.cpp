@@ -1,27 +1,105 @@
-// brisk::run: MPI, options, topology and the node runtime, wired together.
+// brisk::run: MPI, options, topology, the transport, the node runtime and the
+// cluster, wired together.
 #include <fmt/format.h>
+#include <sys/mman.h>
 
+#include <chrono>
 #include <cstdio>
 #include <exception>
 
+#include "brisk/core/function_registry.hpp"
 #include "brisk/core/options.hpp"
 #include "brisk/core/run.hpp"
 #include "brisk/core/status.hpp"
 #include "brisk/mpi_transport/mpi_environment.hpp"
+#include "brisk/mpi_transport/mpi_transport.hpp"
+#include "brisk/runtime/cluster.hpp"
+#include "brisk/runtime/control_plane.hpp"
 #include "brisk/runtime/node_runtime.hpp"
+#include "brisk/scheduler/local_scheduler.hpp"
+#include "brisk/scheduler/roles.hpp"
 #include "brisk/scheduler/topology.hpp"
+#if BRISK_HAVE_UCX
+#include "brisk/mpi_transport/ucx_transport.hpp"
+#endif
 
 namespace brisk::detail {
 namespace {
 void abort_hook(int code) { MpiEnvironment::abort_job(code); }
 
-std::string timeline_path(const std::string& path, int rank, int size) {
-  if (size == 1) return path;
-  auto dot = path.rfind('.');
-  auto slash = path.rfind('/');
-  if (dot == std::string::npos || (slash != std::string::npos && dot < slash)) return fmt::format("{}.rank{}", path, rank);
-  return fmt::format("{}.rank{}{}", path.substr(0, dot), rank, path.substr(dot));
+// Memory mapped for the UCX arena (the MPI backend's arena is its window).
+class MappedArena {
+ public:
+  explicit MappedArena(std::size_t bytes) : bytes_(bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    base_ = p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+  }
+  ~MappedArena() {
+    if (base_) munmap(base_, bytes_);
+  }
+  MappedArena(const MappedArena&) = delete;
+  MappedArena& operator=(const MappedArena&) = delete;
+  std::span<std::byte> span() const { return {base_, base_ ? bytes_ : 0}; }
+
+ private:
+  std::byte* base_ = nullptr;
+  std::size_t bytes_;
+};
+
+// The transport and the arena it exposes.
+struct Wire {
+  std::unique_ptr<Transport> transport;
+  std::unique_ptr<MappedArena> mapped;
+  std::span<std::byte> arena;
+  std::unique_ptr<MemoryRegistration> registration;
+  std::function<void()> barrier;
+};
+
+StatusOr<Wire> make_wire(const Options& options, const Topology& topology) {
+  Wire w;
+  if (options.transport == TransportKind::kUcx) {
+#if BRISK_HAVE_UCX
+    auto t = UcxTransport::create();
+    if (!t.ok()) return t.status();
+    UcxTransport* ucx = t->get();
+    w.barrier = [ucx] { ucx->barrier(); };
+    w.transport = std::move(t).value();
+    w.mapped = std::make_unique<MappedArena>(options.arena_bytes);
+    w.arena = w.mapped->span();
+    if (w.arena.empty()) return resource_exhausted(fmt::format("cannot map an arena of {} bytes", options.arena_bytes));
+#else
+    return failed_precondition("--brisk-transport=ucx: this brisk was built without UCX (BRISK_ENABLE_UCX)");
+#endif
+  } else {
+    auto t = MpiTransport::create(options.arena_bytes);
+    if (!t.ok()) return t.status();
+    MpiTransport* mpi = t->get();
+    w.barrier = [mpi] { mpi->barrier(); };
+    w.arena = mpi->window();
+    w.transport = std::move(t).value();
+  }
+  (void)topology.bind_memory_local(w.arena.data(), w.arena.size());  // best effort: NUMA-local pages
+  auto reg = w.transport->register_memory(w.arena.data(), w.arena.size());
+  if (!reg.ok()) return reg.status();
+  w.registration = std::move(reg).value();
+  return w;
 }
+
+std::vector<std::byte> encode_node(const std::map<std::string, double>& resources, const std::string& host,
+                                   std::int64_t clock_offset, const std::string& report) {
+  Writer w;
+  w(resources, host, clock_offset, report);
+  return w.take();
+}
+
+std::int64_t clock_offset_ns() {
+  const auto sys = std::chrono::system_clock::now().time_since_epoch();
+  const std::int64_t steady = static_cast<std::int64_t>(EventLog::now_ns());
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(sys).count() - steady;
+}
+
+std::string gpu_text(int n) { return n == 0 ? "none" : std::to_string(n); }
+
 }  // namespace
 
 int run_main(int argc, char** argv, std::function<int()> driver) {
@@ -32,6 +110,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   }
   std::unique_ptr<MpiEnvironment> mpi = std::move(mpi_or).value();
   const int rank = mpi->rank();
+  const int size = mpi->size();
   set_log_rank(rank);
   set_abort_hook(&abort_hook);
 
@@ -45,32 +124,99 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     return 0;
   }
   const Options& options = parsed->options;
+  auto roles = assign_roles(size, options.shards, options.schedulers);
+  if (!roles.ok()) {
+    if (rank == 0) std::fprintf(stderr, "brisk: %s\n", roles.status().message().c_str());
+    return 2;
+  }
   auto topology = Topology::detect();
   if (!topology.ok()) {
     std::fprintf(stderr, "brisk: rank %d: %s\n", rank, topology.status().message().c_str());
     return 2;
   }
 
+  // Every rank learns every node's resources (placement, feasibility), host and
+  // clock offset (the merged timeline); rank 0 prints the roles if asked.
+  NodeRuntime node(options, &*topology, rank, parsed->program_args);
+  const auto& capacity = node.scheduler().capacity();
+  const char* transport_name = options.transport == TransportKind::kUcx ? "ucx" : "mpi";
+  const std::string report =
+      fmt::format("brisk: rank {} host {}: {}; cpuset {} ({} cores, {} workers); NUMA node {}; GPUs {}; transport {}",
+                  rank, topology->hostname(), roles->describe(Rank{rank}), topology->cpuset_string(),
+                  topology->num_cores(), node.workers(), topology->numa_node(), gpu_text(topology->num_gpus()),
+                  size > 1 ? transport_name : "none");
+  const std::int64_t offset = clock_offset_ns();
+  auto all = mpi->allgather(encode_node(capacity, topology->hostname(), offset, report));
+  Cluster::Config cc;
+  cc.roles = *roles;
+  std::map<std::string, double> largest;
+  for (const auto& bytes : all) {
+    std::map<std::string, double> res;
+    std::string host, line;
+    std::int64_t off = 0;
+    Reader r(bytes);
+    r(res, host, off, line);
+    for (const auto& [k, v] : res) largest[k] = std::max(largest[k], v);
+    cc.node_resources.push_back(std::move(res));
+    if (options.report_roles && rank == 0) std::fprintf(stdout, "%s\n", line.c_str());
+  }
+  if (options.report_roles && rank == 0) std::fflush(stdout);
+  node.context().max_node_resources = largest;
+  node.context().size = size;
+
   int exit_code = 0;
-  {
-    NodeRuntime node(options, &*topology, rank, parsed->program_args);
-    if (rank == 0) {
-      try {
-        exit_code = driver();
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "brisk: the driver on rank 0 threw: %s\n", e.what());
-        exit_code = 1;
-      } catch (...) {
-        std::fprintf(stderr, "brisk: the driver on rank 0 threw an unknown exception\n");
-        exit_code = 1;
-      }
+  std::unique_ptr<Cluster> cluster;
+  Wire wire;
+  if (size > 1) {
+    auto w = make_wire(options, *topology);
+    if (!w.ok()) {
+      std::fprintf(stderr, "brisk: rank %d: cannot start the %s transport: %s\n", rank, transport_name,
+                   w.status().message().c_str());
+      MpiEnvironment::abort_job(2);
     }
-    exit_code = mpi->agree_exit_code(exit_code);
-    node.shutdown();
+    wire = std::move(w).value();
+    cc.inline_bytes = options.inline_bytes;
+    cc.spill_queue = options.spill_queue > 0 ? options.spill_queue : 2 * node.workers();
+    cc.heartbeat = std::chrono::milliseconds(options.heartbeat_ms);
+    cc.spin = options.idle == IdleMode::kSleep ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(options.spin);
+    cc.clock_offset_ns = offset;
+    cc.host = topology->hostname();
+    cluster = std::make_unique<Cluster>(*wire.transport, node.scheduler(), node.events(), wire.arena,
+                                        std::move(wire.registration), cc);
+    for (const FunctionInfo* f : registered_functions()) {
+      cluster->control()->add_function(FunctionRecord{f->id, f->name, Rank{rank}});
+    }
+    node.context().executor = cluster.get();
+    node.context().distributed = cluster.get();
+    cluster->start();
+  }
+
+  if (rank == 0) {
+    try {
+      exit_code = driver();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "brisk: the driver on rank 0 threw: %s\n", e.what());
+      exit_code = 1;
+    } catch (...) {
+      std::fprintf(stderr, "brisk: the driver on rank 0 threw an unknown exception\n");
+      exit_code = 1;
+    }
     if (!options.timeline.empty() && node.events()) {
-      Status st = node.events()->write_chrome_trace(timeline_path(options.timeline, rank, mpi->size()), rank);
+      Status st = cluster ? cluster->write_timeline(options.timeline)
+                          : node.events()->write_chrome_trace(options.timeline, rank);
       if (!st.ok()) std::fprintf(stderr, "brisk: rank %d: %s\n", rank, st.message().c_str());
     }
+  }
+  exit_code = mpi->agree_exit_code(exit_code);
+  node.shutdown();
+  if (cluster) {
+    // Every rank has stopped its workers; let the last messages land, then leave.
+    cluster->stop();
+    wire.barrier();
+    node.context().executor = &node.scheduler();
+    node.context().distributed = nullptr;
+    cluster.reset();
+    wire.transport.reset();
   }
   set_abort_hook(nullptr);
   return exit_code;

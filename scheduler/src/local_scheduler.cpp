@@ -197,6 +197,7 @@ void LocalScheduler::wake_one() noexcept {
 }
 
 void LocalScheduler::submit(TaskBase* task) noexcept {
+  queued_.fetch_add(1, std::memory_order_relaxed);
   if (task->resources() && !task->sched_grant_ && !try_grant(task)) return;
   push(task);
 }
@@ -281,7 +282,10 @@ TaskBase* LocalScheduler::find_task(Worker* w) noexcept {
 }
 
 void LocalScheduler::execute(Worker* w, TaskBase* task) noexcept {
+  queued_.fetch_sub(1, std::memory_order_relaxed);
+  running_tasks_.fetch_add(1, std::memory_order_relaxed);
   task->run();
+  running_tasks_.fetch_sub(1, std::memory_order_relaxed);
   if (task->sched_grant_) release_grant(task);
   delete task;
   w->tasks_run.fetch_add(1, std::memory_order_relaxed);
@@ -462,6 +466,19 @@ void LocalScheduler::worker_main(Worker* w) {
   }
   // Queued tasks are cancelled by shutdown().
   live_threads_.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+std::map<std::string, double> LocalScheduler::available() const {
+  std::lock_guard lock(resource_mutex_);
+  return available_;
+}
+
+bool LocalScheduler::can_ever_run(const std::map<std::string, double>& demand) const noexcept {
+  for (const auto& [name, amount] : demand) {
+    auto it = config_.resources.find(name);
+    if (amount > (it == config_.resources.end() ? 0.0 : it->second) + 1e-9) return false;
+  }
+  return true;
 }
 
 LocalSchedulerStats LocalScheduler::stats() const {

@@ -2,6 +2,8 @@
 #include "brisk/scheduler/topology.hpp"
 
 #include <hwloc.h>
+
+#include <cstring>
 #include <unistd.h>
 
 #include <algorithm>
@@ -206,6 +208,18 @@ int Topology::numa_node() const { return impl().numa_node; }
 int Topology::num_gpus() const { return impl().num_gpus; }
 
 std::string Topology::hostname() const { return impl().hostname; }
+
+Status Topology::bind_memory_local(void* base, std::size_t length) const {
+  const Impl& i = impl();
+  if (i.numa_node < 0) return failed_precondition("the NUMA node of this rank is unknown");
+  hwloc_obj_t node = hwloc_get_numanode_obj_by_os_index(i.topo.get(), static_cast<unsigned>(i.numa_node));
+  if (!node) return failed_precondition("hwloc has no NUMA node " + std::to_string(i.numa_node));
+  if (hwloc_set_area_membind(i.topo.get(), base, length, node->nodeset, HWLOC_MEMBIND_BIND,
+                             HWLOC_MEMBIND_BYNODESET) != 0) {
+    return failed_precondition(std::string("binding memory to NUMA node failed: ") + std::strerror(errno));
+  }
+  return Status::ok_status();
+}
 
 namespace {
 

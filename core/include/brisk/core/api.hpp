@@ -77,6 +77,7 @@ Ref<R> submit_checked(std::shared_ptr<const TaskOptions> options, R (*fn)(P...),
   }
   using Task = TypedTask<R, R (*)(P...), std::tuple<typename ArgTraits<P, A>::stored...>, std::tuple<P...>>;
   auto* task = new Task(id, name, std::move(options), result, fn, std::forward<A>(args)...);
+  task->set_function(info->id);
   if (ctx.events) ctx.events->record(EventKind::kSubmit, id.lo, name);
   task->start();
   return ref;
@@ -187,7 +188,7 @@ T get(const Ref<T>& ref) {
   if constexpr (std::is_void_v<T>) {
     return;
   } else {
-    if (o->bytes() >= detail::ObjectState::kMinSpillBytes) {
+    if (o->needs_pin()) {
       o->pin();
       struct Unpin {
         detail::ObjectState* o;

@@ -66,6 +66,29 @@ class EventLog {
   std::vector<std::unique_ptr<Ring>> rings_;
 };
 
+// One rank's events, for a timeline merged across ranks (times on a clock shared
+// by the ranks).
+struct RankEvents {
+  struct Event {
+    std::int64_t ts_ns = 0;
+    std::uint64_t task = 0;
+    EventKind kind = EventKind::kSubmit;
+    std::string name;
+  };
+  struct Thread {
+    std::string name;
+    int index = 0;
+    std::uint64_t dropped = 0;
+    std::vector<Event> events;  // oldest first
+  };
+  int rank = 0;
+  std::string host;
+  std::vector<Thread> threads;
+};
+
+// Writes one Chrome trace with a process row per rank and a thread row per thread.
+Status write_merged_chrome_trace(const std::string& path, const std::vector<RankEvents>& ranks);
+
 // Interns a string for event names: the pointer stays valid until exit.
 const char* intern(const std::string& s);
 

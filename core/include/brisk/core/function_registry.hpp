@@ -27,10 +27,23 @@
 
 namespace brisk {
 
+namespace detail {
+class TaskBase;
+class ObjectState;
+class ObjectResolver;
+struct TaskDecodeArgs;
+// Builds the task for a spec received from another rank (see task.hpp).
+using TaskDecoder = TaskBase* (*)(const TaskDecodeArgs& args);
+// The decoder for R(P...), or nullptr when its types cannot cross ranks.
+template <class R, class... P>
+TaskDecoder decoder_for() noexcept;
+}  // namespace detail
+
 struct FunctionInfo {
   FunctionId id;
   std::string name;       // as registered, e.g. "Physics::step" or "scale(int(int))"
   const void* address;    // this process's address of the function
+  detail::TaskDecoder decode = nullptr;  // builds tasks received from other ranks
 };
 
 namespace detail {
@@ -38,7 +51,8 @@ namespace detail {
 // Registers `address` under `name`. Registering the same name again (from another
 // translation unit or library) maps the new address to the same entry. Two different
 // names with the same 64-bit id is a broken invariant (BRISK_CHECK).
-const FunctionInfo* register_function(std::string_view name, const void* address);
+const FunctionInfo* register_function(std::string_view name, const void* address,
+                                      TaskDecoder decode = nullptr);
 
 // The entry for a function address, or nullptr when it was never registered.
 // Fast path: a per-thread cache in front of a read-mostly table.
@@ -57,7 +71,7 @@ const void* function_address(R (*f)(P...)) noexcept {
 struct FunctionRegistration {
   template <class R, class... P>
   FunctionRegistration(std::string_view name, R (*f)(P...))
-      : info(register_function(name, function_address(f))) {}
+      : info(register_function(name, function_address(f), decoder_for<R, P...>())) {}
   const FunctionInfo* info;
 };
 
@@ -77,3 +91,6 @@ struct FunctionRegistration {
   [[maybe_unused]] static const ::brisk::detail::FunctionRegistration                   \
       BRISK_PP_CAT(brisk_remote_registration_, __COUNTER__)(#f "(" #__VA_ARGS__ ")", \
                                                             static_cast<std::add_pointer_t<__VA_ARGS__>>(&f))
+
+// The decoders are defined with the task types.
+#include "brisk/core/detail/task.hpp"

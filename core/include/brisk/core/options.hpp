@@ -27,6 +27,12 @@ enum class IdleMode {
   kSleep,    // "sleep": sleeps at once; for ranks that share cores.
 };
 
+// Which transport carries messages and objects between ranks.
+enum class TransportKind {
+  kMpi,  // "mpi": MPI two-sided messages, MPI_Get from one window per rank.
+  kUcx,  // "ucx": UCX active messages and ucp_get_nbx; reports dead peers.
+};
+
 // Options
 //
 // The runtime's configuration. Zero or empty values mean "choose automatically",
@@ -61,6 +67,28 @@ struct Options {
   std::map<std::string, double> resources;
   // --brisk-bind / BRISK_BIND: bind worker threads to cores with hwloc.
   bool bind = true;
+  // --brisk-transport / BRISK_TRANSPORT: mpi | ucx (see docs/BENCHMARKS.md for
+  // why mpi is the default).
+  TransportKind transport = TransportKind::kMpi;
+  // --brisk-shards / BRISK_SHARDS: control-state shards; 0 = one per 16 ranks.
+  int shards = 0;
+  // --brisk-schedulers / BRISK_SCHEDULERS: global schedulers; 0 = one per 32 ranks.
+  int schedulers = 0;
+  // --brisk-report-roles / BRISK_REPORT_ROLES: print each rank's host, roles,
+  // cpuset, NUMA node and GPUs at start.
+  bool report_roles = false;
+  // --brisk-inline-bytes / BRISK_INLINE_BYTES: objects up to this size travel
+  // inside task and result messages; larger ones are pulled one-sided.
+  std::size_t inline_bytes = 64 * 1024;
+  // --brisk-spill-queue / BRISK_SPILL_QUEUE: a rank sends ready tasks to a global
+  // scheduler once more than this many wait in its local queue; 0 = 2 per worker.
+  int spill_queue = 0;
+  // --brisk-arena-bytes / BRISK_ARENA_BYTES: registered memory per rank from which
+  // peers pull objects larger than the inline size.
+  std::size_t arena_bytes = std::size_t{1} << 30;
+  // --brisk-heartbeat-ms / BRISK_HEARTBEAT_MS: how often a rank publishes its load
+  // to the control state.
+  int heartbeat_ms = 10;
 };
 
 // The result of parse_options.

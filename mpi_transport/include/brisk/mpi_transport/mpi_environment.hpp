@@ -5,7 +5,10 @@
 // destruction (only if it initialised it).
 #pragma once
 
+#include <cstddef>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "brisk/core/status.hpp"
 
@@ -26,6 +29,11 @@ class MpiEnvironment {
   // spinning a core (they poll with short sleeps), so that they do not steal CPU
   // from rank 0's workers when ranks share cores.
   int agree_exit_code(int code);
+
+  // Collective: every rank's bytes, by rank (polled, does not spin a core).
+  std::vector<std::vector<std::byte>> allgather(std::span<const std::byte> mine);
+  // Collective barrier (polled).
+  void barrier();
 
   // Aborts the whole job (MPI_Abort on MPI_COMM_WORLD).
   [[noreturn]] static void abort_job(int code) noexcept;

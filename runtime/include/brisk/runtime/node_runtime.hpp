@@ -47,6 +47,9 @@ class NodeRuntime {
   detail::RuntimeContext context_;
 };
 
+// The amount of the "rank<N>" resource each rank offers.
+inline constexpr double kRankResource = 1e6;
+
 // A quarter of physical memory: the default store capacity.
 std::size_t default_store_bytes();
 

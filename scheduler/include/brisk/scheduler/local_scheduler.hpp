@@ -80,6 +80,15 @@ class LocalScheduler final : public detail::Executor {
   int current_worker() const noexcept override;
 
   LocalSchedulerStats stats() const;
+  // Tasks submitted and not yet started (queued, or waiting for resources).
+  std::int64_t queued() const noexcept { return queued_.load(std::memory_order_relaxed); }
+  // Tasks running now.
+  std::int64_t running() const noexcept { return running_tasks_.load(std::memory_order_relaxed); }
+  // Resources not held by running tasks, and the node's capacity.
+  std::map<std::string, double> available() const;
+  const std::map<std::string, double>& capacity() const noexcept { return config_.resources; }
+  // Whether the node's capacity can ever meet `demand`.
+  bool can_ever_run(const std::map<std::string, double>& demand) const noexcept;
   int workers() const noexcept { return config_.workers; }
   // Worker threads started at start(); spares come and go.
   int regular_workers() const noexcept { return regular_; }
@@ -137,8 +146,11 @@ class LocalScheduler final : public detail::Executor {
   std::atomic<std::uint64_t> spares_started_{0};
   std::atomic<int> live_threads_{0};
 
+  alignas(64) std::atomic<std::int64_t> queued_{0};
+  std::atomic<std::int64_t> running_tasks_{0};
+
   // Resource-demanding tasks.
-  std::mutex resource_mutex_;
+  mutable std::mutex resource_mutex_;
   std::map<std::string, double> available_;
   std::deque<detail::TaskBase*> waiting_for_resources_;
 

@@ -58,6 +58,10 @@ class Topology {
   int num_gpus() const;
   // This machine's host name.
   std::string hostname() const;
+  // Places the pages of [base, base + length) on this rank's NUMA node (pages not
+  // yet touched go there when first touched). kFailedPrecondition when the system
+  // cannot bind memory or the NUMA node is unknown.
+  Status bind_memory_local(void* base, std::size_t length) const;
 
   // Binds the calling thread to the PUs of core i % num_cores() of the cpuset
   // (i may be any int, negative ones wrap too). Errors: kFailedPrecondition when

@@ -21,6 +21,7 @@ class EventLog;
 namespace brisk::detail {
 
 class TaskBase;
+class Distributed;
 
 // What core needs from a local scheduler.
 class Executor {
@@ -42,7 +43,9 @@ struct RuntimeContext {
   Executor* executor = nullptr;
   ObjectStore* store = nullptr;
   EventLog* events = nullptr;   // nullptr when the event log is off
+  Distributed* distributed = nullptr;  // nullptr: a one-rank job
   int rank = 0;
+  int size = 1;
   std::uint64_t job_id = 0;
   // Resources of the largest node of the job (a demand above them is infeasible).
   std::map<std::string, double> max_node_resources;

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <type_traits>
@@ -41,7 +42,11 @@ enum class Residency : std::uint8_t {
   kMemory,    // value_ is constructed
   kSpilling,  // being written out by the store (store lock held)
   kSpilled,   // only on disk
+  kRemote,    // complete, but the value is on another rank (DistInfo::copy); a
+              // fetch makes it kMemory
 };
+
+struct DistInfo;
 
 class ObjectState {
  public:
@@ -51,12 +56,23 @@ class ObjectState {
   explicit ObjectState(ObjectId id) noexcept : id_(id) {}
   ObjectState(const ObjectState&) = delete;
   ObjectState& operator=(const ObjectState&) = delete;
-  virtual ~ObjectState() = default;
+  virtual ~ObjectState();
 
   const ObjectId& id() const noexcept { return id_; }
 
   // --- reference counting (thread-safe) ---
   void add_ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  // Adds a reference unless the count already reached zero (the object is being
+  // destroyed); for lookups through a map of weak pointers.
+  bool try_add_ref() noexcept {
+    int n = refs_.load(std::memory_order_relaxed);
+    while (n > 0) {
+      if (refs_.compare_exchange_weak(n, n + 1, std::memory_order_acq_rel, std::memory_order_relaxed)) return true;
+    }
+    return false;
+  }
+  // Adds n references at once (references lent to other ranks).
+  void add_refs(int n) noexcept { refs_.fetch_add(n, std::memory_order_relaxed); }
   // Drops a reference; the last one frees the object through the store.
   void release() noexcept {
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy();
@@ -86,12 +102,59 @@ class ObjectState {
     close();
   }
 
+  // Completes as remote: the value stays on another rank until fetched (the
+  // caller has set dist()->copy). `bytes` is the serialized size.
+  void complete_remote(std::size_t bytes) noexcept {
+    bytes_ = bytes;
+    residency_.store(Residency::kRemote, std::memory_order_seq_cst);
+    close();
+  }
+  // Completes with a value read from `r` (throws SerializationError, leaving the
+  // object pending, if the bytes are malformed).
+  void complete_from(Reader& r) {
+    read_value(r);
+    complete_value_constructed(value_bytes());
+  }
+  // A fetched value for a kRemote object: read from `r`, then resident. Throws on
+  // malformed bytes or a full store (the object then stays remote).
+  void fill_remote(Reader& r);
+  // The raw fast path: after prepare_raw() constructed the value and the bytes
+  // landed in it, makes it resident (throws on a full store, value destroyed);
+  // abort_fetch() destroys a prepared value whose bytes never came.
+  void commit_fetched();
+  void abort_fetch() noexcept { destroy_value(); }
+
+  // --- cross-rank state ---
+  DistInfo* dist() const noexcept { return dist_.load(std::memory_order_acquire); }
+  // The DistInfo, made on first use (thread-safe).
+  DistInfo& ensure_dist();
+
   // --- value access for the store and for spilling ---
   std::size_t bytes() const noexcept { return bytes_; }
   Residency residency() const noexcept { return residency_.load(std::memory_order_seq_cst); }
   virtual void write_value(Writer& w) const = 0;   // requires residency kMemory
   virtual void read_value(Reader& r) = 0;          // constructs the value (residency was kSpilled)
   virtual void destroy_value() noexcept = 0;       // requires residency kMemory
+  virtual std::size_t value_bytes() const = 0;     // byte_size of the value (kMemory)
+  // The contiguous fast path (vectors of trivially copyable elements, strings):
+  // the element bytes and count of the resident value, or {nullptr, 0, 0}.
+  struct RawView {
+    const std::byte* data = nullptr;
+    std::size_t length = 0;
+    std::size_t count = 0;
+  };
+  virtual RawView raw_view() const noexcept { return {}; }
+  // Constructs the value from `count` elements at `data` (raw fast path only).
+  virtual void read_raw(const std::byte*, std::size_t, std::size_t) {}
+  // Constructs a default value and returns where `count` elements of `length`
+  // bytes go (raw fast path only); the value is resident after finish_raw_fill.
+  virtual std::byte* prepare_raw(std::size_t /*length*/, std::size_t /*count*/) { return nullptr; }
+
+  // Readers must pin() before touching the value: large ones (the store may
+  // spill them) and remote ones (they have to be fetched first).
+  bool needs_pin() const noexcept {
+    return bytes_ >= kMinSpillBytes || residency_.load(std::memory_order_acquire) != Residency::kMemory;
+  }
 
   // Readers of large objects pin them so that the store does not spill them while
   // they are read. Small objects (bytes < kMinSpillBytes) need no pin.
@@ -116,6 +179,7 @@ class ObjectState {
   std::size_t bytes_ = 0;
   ObjectId id_;
   std::shared_ptr<const ErrorInfo> error_;
+  std::atomic<DistInfo*> dist_{nullptr};
 
  public:
   // Store bookkeeping (guarded by the store's lock): the store that accounts the
@@ -163,6 +227,50 @@ class TypedObject final : public ObjectState {
     }
   }
   void destroy_value() noexcept override { value().~T(); }
+  std::size_t value_bytes() const override { return byte_size(value()); }
+
+  RawView raw_view() const noexcept override {
+    if constexpr (kRaw) {
+      const T& v = value();
+      return {reinterpret_cast<const std::byte*>(v.data()), v.size() * sizeof(typename T::value_type), v.size()};
+    } else {
+      return {};
+    }
+  }
+  void read_raw(const std::byte* data, std::size_t length, std::size_t count) override {
+    std::byte* dst = prepare_raw(length, count);
+    if (length) std::memcpy(dst, data, length);
+  }
+  std::byte* prepare_raw(std::size_t length, std::size_t count) override {
+    if constexpr (kRaw) {
+      if (length != count * sizeof(typename T::value_type)) {
+        throw SerializationError("brisk: raw object bytes do not match its element count");
+      }
+      ::new (static_cast<void*>(&storage_)) T();
+      try {
+        value().resize(count);
+      } catch (...) {
+        destroy_value();
+        throw;
+      }
+      return reinterpret_cast<std::byte*>(value().data());
+    } else {
+      (void)length;
+      (void)count;
+      throw SerializationError("brisk: raw bytes for an object that has no raw form");
+    }
+  }
+
+  // Vectors of trivially copyable elements and strings move as their element bytes.
+  static constexpr bool kRaw = [] {
+    if constexpr (detail::serial::IsVector<T>::value || detail::serial::IsString<T>::value) {
+      using E = typename T::value_type;
+      return std::is_trivially_copyable_v<E> && !std::is_same_v<E, bool> &&
+             detail::serial::bitwise_v<E>;
+    } else {
+      return false;
+    }
+  }();
 
  private:
   alignas(T) std::byte storage_[sizeof(T)];

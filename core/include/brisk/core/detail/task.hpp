@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "brisk/core/detail/context.hpp"
+#include "brisk/core/detail/distributed.hpp"
 #include "brisk/core/detail/object.hpp"
 #include "brisk/core/error.hpp"
 #include "brisk/core/event_log.hpp"
@@ -48,6 +49,10 @@ class TaskBase {
   TaskBase& operator=(const TaskBase&) = delete;
   virtual ~TaskBase() = default;
 
+  // Registers the task on its argument objects; it is submitted to the executor
+  // when all are complete. Called exactly once, right after construction.
+  virtual void start() noexcept = 0;
+
   // Runs the function (or propagates an input's error), completes the result and
   // releases the arguments. Called once, by a worker.
   virtual void run() noexcept = 0;
@@ -57,6 +62,25 @@ class TaskBase {
 
   const TaskId& id() const noexcept { return id_; }
   const char* name() const noexcept { return name_; }
+  FunctionId function() const noexcept { return function_; }
+  void set_function(FunctionId f) noexcept { function_ = f; }
+  const TaskOptions* options() const noexcept { return options_.get(); }
+  const std::shared_ptr<const TaskOptions>& shared_options() const noexcept { return options_; }
+  ObjectState* result() const noexcept { return result_; }
+
+  // --- crossing ranks ---
+  // Writes the arguments for rank `to` (see distributed.hpp for the wire form).
+  // False, writing nothing useful, when an argument must first be made resident
+  // here (a Ref<T> for a parameter of another type U is converted before sending).
+  virtual bool encode_args(Writer& w, ObjectCodec& codec, Rank to) = 0;
+  // The argument objects (complete when the task is ready).
+  virtual void arg_objects(std::vector<ObjectState*>& out) const = 0;
+  // Hands the result object's reference to the caller; the task is then deleted
+  // without running (it ran elsewhere).
+  ObjectState* take_result() noexcept { return std::exchange(result_, nullptr); }
+  // The task came from another rank, which already placed it: it runs here.
+  bool placed() const noexcept { return placed_; }
+  void set_placed() noexcept { placed_ = true; }
   // The resource demand, or nullptr for the default {CPU: 1}.
   const std::map<std::string, double>* resources() const noexcept {
     return options_ && !options_->resources.empty() ? &options_->resources : nullptr;
@@ -77,6 +101,8 @@ class TaskBase {
   const char* name_;
   std::shared_ptr<const TaskOptions> options_;
   ObjectState* result_;
+  FunctionId function_;
+  bool placed_ = false;
   std::atomic<int> pending_{1};
   std::uint64_t children_ = 0;
   std::uint64_t puts_ = 0;
@@ -194,9 +220,31 @@ struct CheckSignature {
   static constexpr bool ok = true;
 };
 
+// A received argument for a parameter of type PD: a value, one object, or (for a
+// vector parameter) one object per element. The invoker fills exactly one of them.
+template <class T>
+struct vector_element { using type = Unit; };
+template <class T, class A>
+struct vector_element<std::vector<T, A>> { using type = T; };
+
+template <class PD>
+struct RecvArg {
+  using Element = typename vector_element<PD>::type;
+  std::optional<PD> value;
+  Ref<PD> ref;
+  std::vector<Ref<Element>> refs;
+  bool is_vector = false;
+};
+template <class T>
+struct is_recv_arg : std::false_type {};
+template <class PD>
+struct is_recv_arg<RecvArg<PD>> : std::true_type {};
+
 template <class S>
 std::size_t count_deps(const S& s) noexcept {
-  if constexpr (is_ref<S>::value) {
+  if constexpr (is_recv_arg<S>::value) {
+    return (s.ref.valid() ? 1 : 0) + s.refs.size();
+  } else if constexpr (is_ref<S>::value) {
     return 1;
   } else if constexpr (is_ref_vector<S>::value) {
     return s.size();
@@ -207,7 +255,10 @@ std::size_t count_deps(const S& s) noexcept {
 
 template <class S, class F>
 void for_each_dep(const S& s, F&& f) {
-  if constexpr (is_ref<S>::value) {
+  if constexpr (is_recv_arg<S>::value) {
+    if (s.ref.valid()) f(static_cast<ObjectState*>(s.ref.state()));
+    for (const auto& r : s.refs) f(static_cast<ObjectState*>(r.state()));
+  } else if constexpr (is_ref<S>::value) {
     f(static_cast<ObjectState*>(s.state()));
   } else if constexpr (is_ref_vector<S>::value) {
     for (const auto& r : s) f(static_cast<ObjectState*>(r.state()));
@@ -217,7 +268,18 @@ void for_each_dep(const S& s, F&& f) {
 // The value handed to parameter P for stored argument s.
 template <class P, class S>
 decltype(auto) unwrap_argument(S& s) {
-  if constexpr (is_ref<S>::value && !is_ref<std::remove_cvref_t<P>>::value) {
+  if constexpr (is_recv_arg<S>::value) {
+    using PD = std::remove_cvref_t<P>;
+    if (s.ref.valid()) return static_cast<const PD&>(s.ref.state()->value());
+    if constexpr (is_std_vector<PD>::value) {
+      if (s.is_vector) {
+        s.value.emplace();
+        s.value->reserve(s.refs.size());
+        for (const auto& r : s.refs) s.value->emplace_back(r.state()->value());
+      }
+    }
+    return static_cast<const PD&>(*s.value);
+  } else if constexpr (is_ref<S>::value && !is_ref<std::remove_cvref_t<P>>::value) {
     return static_cast<const typename ref_value<S>::type&>(s.state()->value());
   } else if constexpr (is_ref_vector<S>::value && !is_ref_vector<std::remove_cvref_t<P>>::value) {
     using V = std::remove_cvref_t<P>;
@@ -228,6 +290,77 @@ decltype(auto) unwrap_argument(S& s) {
   } else {
     return static_cast<S&&>(s);
   }
+}
+
+// Writes stored argument s for parameter P (see distributed.hpp); false when a
+// conversion needs a value that is not resident here.
+template <class P, class S>
+bool encode_argument(Writer& w, const S& s, ObjectCodec& codec, Rank to) {
+  using PD = std::remove_cvref_t<P>;
+  if constexpr (is_recv_arg<S>::value) {
+    if (s.ref.valid()) {
+      w(kArgObject);
+      codec.encode_object(w, s.ref.state(), to);
+    } else if (s.is_vector) {
+      w(kArgObjects, static_cast<std::uint64_t>(s.refs.size()));
+      for (const auto& r : s.refs) codec.encode_object(w, r.state(), to);
+    } else {
+      w(kArgValue);
+      serialize_into(w, *s.value);
+    }
+  } else if constexpr (is_ref<S>::value) {
+    using T = typename ref_value<S>::type;
+    if constexpr (is_ref<PD>::value || std::is_same_v<T, PD>) {
+      w(kArgObject);
+      codec.encode_object(w, s.state(), to);
+    } else {
+      if (s.state()->residency() == Residency::kRemote) return false;
+      if (s.state()->has_error()) {
+        w(kArgObject);
+        codec.encode_object(w, s.state(), to);
+        return true;
+      }
+      s.state()->pin();
+      PD converted(static_cast<const T&>(s.state()->value()));
+      s.state()->unpin();
+      w(kArgValue);
+      serialize_into(w, converted);
+    }
+  } else if constexpr (is_ref_vector<S>::value) {
+    using T = typename ref_value<S>::type;
+    constexpr bool same = [] {
+      if constexpr (is_ref_vector<PD>::value) {
+        return true;
+      } else if constexpr (is_std_vector<PD>::value) {
+        return std::is_same_v<T, typename PD::value_type>;
+      } else {
+        return false;
+      }
+    }();
+    bool any_error = false;
+    for (const auto& r : s) any_error = any_error || r.state()->has_error();
+    if (same || any_error) {
+      w(kArgObjects, static_cast<std::uint64_t>(s.size()));
+      for (const auto& r : s) codec.encode_object(w, r.state(), to);
+    } else if constexpr (is_std_vector<PD>::value) {
+      for (const auto& r : s) {
+        if (r.state()->residency() == Residency::kRemote) return false;
+      }
+      PD converted;
+      converted.reserve(s.size());
+      for (const auto& r : s) {
+        r.state()->pin();
+        converted.emplace_back(static_cast<const T&>(r.state()->value()));
+        r.state()->unpin();
+      }
+      w(kArgValue);
+      serialize_into(w, converted);
+    }
+  } else {
+    w(kArgValue);
+    serialize_into(w, s);
+  }
+  return true;
 }
 
 // A task calling R(*)(P...) with stored arguments S...
@@ -244,10 +377,23 @@ class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : publ
   TypedTask(TaskId id, const char* name, std::shared_ptr<const TaskOptions> options, Result* result,
             R (*fn)(P...), A&&... args)
       : TaskBase(id, name, std::move(options), result), fn_(fn), args_(std::forward<A>(args)...) {}
+  // Takes all stored arguments at once (tasks decoded from another rank).
+  struct FromTuple {};
+  TypedTask(FromTuple, TaskId id, const char* name, std::shared_ptr<const TaskOptions> options, Result* result,
+            R (*fn)(P...), std::tuple<S...>&& args)
+      : TaskBase(id, name, std::move(options), result), fn_(fn), args_(std::move(args)) {}
 
-  // Registers the task on its argument objects; submits it when all are complete.
-  // Must be called exactly once, right after construction.
-  void start() noexcept {
+  bool encode_args(Writer& w, ObjectCodec& codec, Rank to) override {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return (encode_argument<std::tuple_element_t<I, std::tuple<P...>>>(w, std::get<I>(args_), codec, to) && ...);
+    }(std::index_sequence_for<S...>{});
+  }
+
+  void arg_objects(std::vector<ObjectState*>& out) const override {
+    std::apply([&](const S&... s) { (for_each_dep(s, [&](ObjectState* o) { out.push_back(o); }), ...); }, args_);
+  }
+
+  void start() noexcept override {
     std::size_t n = std::apply([](const S&... s) { return (std::size_t{0} + ... + count_deps(s)); }, args_);
     if (n > kInlineDeps) overflow_.reset(new TaskDepNode[n]);
     TaskDepNode* nodes = n > kInlineDeps ? overflow_.get() : inline_;
@@ -341,7 +487,7 @@ class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : publ
     explicit PinAll(std::tuple<S...>& args) {
       std::apply([&](const S&... s) {
         (for_each_dep(s, [&](ObjectState* o) {
-           if (o->bytes() >= ObjectState::kMinSpillBytes) {
+           if (o->needs_pin()) {
              o->pin();
              pinned.push_back(o);
            }
@@ -359,6 +505,140 @@ class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : publ
   TaskDepNode inline_[kInlineDeps];
   std::unique_ptr<TaskDepNode[]> overflow_;
 };
+
+// ---- tasks received from other ranks ----------------------------------------
+
+struct TaskDecodeArgs {
+  TaskId id;
+  const void* address;                        // the function, in this process
+  const char* name;                           // interned
+  std::shared_ptr<const TaskOptions> options;  // may be null
+  Reader* args;                               // positioned at the first argument
+  ObjectResolver* resolver;
+  ObjectState** result;                       // receives a reference to the result object
+};
+
+template <class U>
+ObjectState* make_empty_object(ObjectId id) {
+  return new TypedObject<U>(id);
+}
+
+// Reads one object (see distributed.hpp) as a TypedObject<U>; returns a reference.
+template <class U>
+Ref<U> decode_object(Reader& r, ObjectResolver& resolver) {
+  std::uint8_t form = 0;
+  ObjectId id;
+  r(form, id.hi, id.lo);
+  switch (form) {
+    case kObjInline: {
+      auto* o = new TypedObject<stored_t<U>>(id);
+      Ref<U> ref = Ref<U>::adopt(o);
+      o->complete_from(r);  // on a throw the Ref frees the pending object
+      return ref;
+    }
+    case kObjRemote: {
+      int owner = 0, lender = 0;
+      RemoteCopy copy;
+      r(owner, lender, copy);
+      ObjectState* o = resolver.resolve_remote(id, Rank{owner}, Rank{lender}, copy, &make_empty_object<stored_t<U>>);
+      return Ref<U>::adopt(static_cast<TypedObject<stored_t<U>>*>(o));
+    }
+    case kObjError: {
+      auto* o = new TypedObject<stored_t<U>>(id);
+      Ref<U> ref = Ref<U>::adopt(o);
+      o->complete_error(read_error_info(r));
+      return ref;
+    }
+    default:
+      throw SerializationError("brisk: unknown object form " + std::to_string(form) + " in a task message");
+  }
+}
+
+// What a parameter is stored as on the receiving rank.
+template <class P>
+struct RecvStored {
+  using PD = std::remove_cvref_t<P>;
+  using type = std::conditional_t<is_ref<PD>::value || is_ref_vector<PD>::value, PD, RecvArg<PD>>;
+};
+
+template <class P>
+void decode_argument(Reader& r, ObjectResolver& resolver, typename RecvStored<P>::type& out) {
+  using PD = std::remove_cvref_t<P>;
+  std::uint8_t tag = 0;
+  r(tag);
+  if constexpr (is_ref<PD>::value) {
+    if (tag != kArgObject) throw SerializationError("brisk: a Ref parameter needs an object argument");
+    out = decode_object<typename ref_value<PD>::type>(r, resolver);
+  } else if constexpr (is_ref_vector<PD>::value) {
+    if (tag != kArgObjects) throw SerializationError("brisk: a vector<Ref> parameter needs an object list argument");
+    std::uint64_t n = 0;
+    r(n);
+    if (n > r.remaining()) throw SerializationError("brisk: object count larger than the message");
+    out.reserve(n);
+    for (std::uint64_t i = 0; i < n; ++i) out.push_back(decode_object<typename ref_value<PD>::type>(r, resolver));
+  } else {
+    if (tag == kArgValue) {
+      out.value.emplace();
+      deserialize_from(r, *out.value);
+    } else if (tag == kArgObject) {
+      out.ref = decode_object<PD>(r, resolver);
+    } else if (tag == kArgObjects) {
+      if constexpr (is_std_vector<PD>::value) {
+        std::uint64_t n = 0;
+        r(n);
+        if (n > r.remaining()) throw SerializationError("brisk: object count larger than the message");
+        out.is_vector = true;
+        out.refs.reserve(n);
+        for (std::uint64_t i = 0; i < n; ++i) out.refs.push_back(decode_object<typename PD::value_type>(r, resolver));
+      } else {
+        throw SerializationError("brisk: an object list for a parameter that is not a vector");
+      }
+    } else {
+      throw SerializationError("brisk: unknown argument tag " + std::to_string(tag));
+    }
+  }
+}
+
+template <class R, class... P>
+struct Decoder {
+  static TaskBase* decode(const TaskDecodeArgs& a) {
+    using Stored = std::tuple<typename RecvStored<P>::type...>;
+    Stored args;
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (decode_argument<P>(*a.args, *a.resolver, std::get<I>(args)), ...);
+    }(std::index_sequence_for<P...>{});
+    if (a.args->remaining() != 0) throw SerializationError("brisk: trailing bytes after a task's arguments");
+    auto* result = new TypedObject<stored_t<R>>(ObjectId::returned_by(a.id));
+    result->add_ref();  // the caller's
+    *a.result = result;
+    using Task = TypedTask<R, R (*)(P...), Stored, std::tuple<P...>>;
+    auto fn = reinterpret_cast<R (*)(P...)>(const_cast<void*>(a.address));
+    return new Task(typename Task::FromTuple{}, a.id, a.name, a.options, result, fn, std::move(args));
+  }
+};
+
+// Whether parameter P can be filled from another rank.
+template <class P>
+consteval bool crossable() {
+  using PD = std::remove_cvref_t<P>;
+  if constexpr (std::is_pointer_v<PD> || std::is_rvalue_reference_v<P> ||
+                (std::is_lvalue_reference_v<P> && !std::is_const_v<std::remove_reference_t<P>>)) {
+    return false;
+  } else if constexpr (is_ref<PD>::value || is_ref_vector<PD>::value) {
+    return true;
+  } else {
+    return Serializable<PD> && std::default_initializable<PD>;
+  }
+}
+
+template <class R, class... P>
+TaskDecoder decoder_for() noexcept {
+  if constexpr ((std::is_void_v<R> || (Serializable<R> && std::default_initializable<R>)) && (crossable<P>() && ...)) {
+    return &Decoder<R, P...>::decode;
+  } else {
+    return nullptr;
+  }
+}
 
 }  // namespace detail
 }  // namespace brisk

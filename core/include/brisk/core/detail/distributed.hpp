@@ -1,0 +1,118 @@
+// brisk/core/detail/distributed.hpp — what core needs from the multi-rank runtime.
+//
+// core knows objects and tasks; runtime/ knows ranks. When a task or an object
+// crosses ranks, core encodes and decodes the parts whose types only core's
+// templates know (argument values, result values) and asks the runtime, through
+// ObjectCodec and Distributed, for the parts only it knows (where an object's bytes
+// are, who owns it, reference counts across ranks).
+//
+// Wire form of one task argument, written by TypedTask::encode_args and read by the
+// invoker that BRISK_REMOTE registers:
+//   u8 tag = kArgValue   then the parameter's value, serialized
+//   u8 tag = kArgObject  then one object (ObjectCodec::encode_object)
+//   u8 tag = kArgObjects then u64 count and that many objects
+// Wire form of one object:
+//   u8 form = kObjInline then ObjectId and the value, serialized
+//   u8 form = kObjRemote then ObjectId, owner rank, lender rank, RemoteCopy
+//   u8 form = kObjError  then ObjectId and the ErrorInfo
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "brisk/core/error.hpp"
+#include "brisk/core/ids.hpp"
+#include "brisk/core/serialize.hpp"
+#include "brisk/core/transport.hpp"
+
+namespace brisk::detail {
+
+class ObjectState;
+
+enum : std::uint8_t { kArgValue = 0, kArgObject = 1, kArgObjects = 2 };
+enum : std::uint8_t { kObjInline = 0, kObjRemote = 1, kObjError = 2 };
+
+// Where the serialized bytes of an object are: `length` bytes at `offset` in a
+// region the holder registered. `raw` marks the contiguous fast path: the bytes are
+// the elements of a contiguous container (vector of trivially copyable elements or
+// string) without the length prefix, and `count` is the element count.
+struct RemoteCopy {
+  RemoteRegion region;  // region.owner is the holder
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::uint64_t count = 0;
+  bool raw = false;
+
+  template <class A>
+  void serialize(A& ar) {
+    ar(region, offset, length, count, raw);
+  }
+};
+
+// The cross-rank bookkeeping of one ObjectState, made the first time the object
+// crosses ranks. Guarded by `mutex` except where noted.
+struct DistInfo {
+  std::mutex mutex;
+  Rank owner;                      // the rank whose ObjectState is authoritative
+  bool proxy = false;              // this state stands for another rank's object
+  bool in_directory = false;       // registered in the runtime's id -> state map
+  std::optional<RemoteCopy> copy;  // where the value can be pulled from
+  // Proxy: references lent to this rank, per lender rank, returned on destruction.
+  std::vector<std::pair<int, std::uint64_t>> borrowed;
+  // Ranks holding an exported copy that the owner frees when the object dies.
+  std::vector<int> holders;
+  // This rank's exported copy (a block of the rank's registered arena).
+  std::optional<RemoteCopy> exported;
+  // A pull in flight: completions to run when it ends.
+  bool fetching = false;
+  std::vector<std::function<void(const Status&)>> on_fetched;
+};
+
+// Encodes and decodes objects for messages between ranks (implemented by the
+// runtime; the typed parts call back into the object).
+class ObjectCodec {
+ public:
+  virtual ~ObjectCodec() = default;
+  // Writes `object` (complete) for rank `to`: inline when small and resident,
+  // otherwise where to pull it from (lending a reference to `to`).
+  virtual void encode_object(Writer& w, ObjectState* object, Rank to) = 0;
+};
+
+// What an object decoder needs to make typed states; `make` builds an empty
+// TypedObject of the parameter's type.
+class ObjectResolver {
+ public:
+  virtual ~ObjectResolver() = default;
+  // A kObjRemote object: the live state for `id` on this rank (a reference added),
+  // or a new proxy made with `make` and completed as remote. The lent reference is
+  // accounted either way.
+  virtual ObjectState* resolve_remote(ObjectId id, Rank owner, Rank lender, const RemoteCopy& copy,
+                                      ObjectState* (*make)(ObjectId)) = 0;
+};
+
+// The multi-rank runtime, as core sees it (nullptr in RuntimeContext when the job
+// has one rank and no transport).
+class Distributed {
+ public:
+  virtual ~Distributed() = default;
+  // Makes a remote object's value resident on this rank; blocks the calling thread
+  // (not a progress thread) until it is. Throws brisk::Error on failure.
+  virtual void fetch(ObjectState* object) = 0;
+  // Starts making it resident; `done` runs once it is (on the progress thread, or
+  // at once on the calling thread when nothing has to move).
+  virtual void fetch_async(ObjectState* object, std::function<void(const Status&)> done) = 0;
+  // The last reference to an object with DistInfo is gone: return borrowed
+  // references, free exported copies. The state is deleted right after.
+  virtual void on_destroy(ObjectState* object) noexcept = 0;
+};
+
+// Reads the ErrorInfo written by write_error_info.
+void write_error_info(Writer& w, const ErrorInfo& e);
+std::shared_ptr<const ErrorInfo> read_error_info(Reader& r);
+
+}  // namespace brisk::detail

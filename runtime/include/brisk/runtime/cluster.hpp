@@ -1,0 +1,213 @@
+// brisk/runtime/cluster.hpp — one rank's part of a multi-rank job.
+//
+// The Cluster sits between core and the transport. It is the rank's executor: a
+// ready task runs on the local scheduler unless the node cannot meet its resource
+// demand or its queue is past the spill threshold; then the task is encoded and
+// sent to a global scheduler, which places it by resources, load and where its
+// arguments' bytes are, and forwards it to the chosen rank. The result comes back
+// to the submitting rank (the object's owner): inline when small, otherwise as the
+// place to pull it from.
+//
+// Objects: small ones travel inline; larger ones are copied into the rank's
+// registered arena and pulled one-sided by the rank that reads them, once per rank
+// (the pulled value is cached in that rank's proxy object while it is referenced).
+// References lent to other ranks are counted on the lender's object and given back
+// when the borrower's proxy dies, so an object is freed on every rank once no Ref
+// is left anywhere and no pending task reads it.
+//
+// A progress thread per rank drives the transport, runs message handlers, flushes
+// batched messages and the control-state client, and publishes heartbeats. It
+// spins while there is traffic and backs off to short sleeps when idle.
+//
+// Threading: submit/fetch/post from any thread; message handlers on the progress
+// thread only.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "brisk/core/detail/context.hpp"
+#include "brisk/core/detail/distributed.hpp"
+#include "brisk/core/event_log.hpp"
+#include "brisk/core/frame.hpp"
+#include "brisk/core/transport.hpp"
+#include "brisk/runtime/arena.hpp"
+#include "brisk/scheduler/control_state.hpp"
+#include "brisk/scheduler/roles.hpp"
+
+namespace brisk {
+
+class LocalScheduler;
+class ControlPlane;
+
+struct ClusterStats {
+  std::uint64_t tasks_sent = 0;       // tasks this rank encoded for another rank
+  std::uint64_t tasks_received = 0;   // tasks run here for another rank
+  std::uint64_t tasks_placed = 0;     // placements made by this rank's global scheduler
+  std::uint64_t results_received = 0;
+  std::uint64_t fetches = 0;          // one-sided pulls started
+  std::uint64_t fetched_bytes = 0;
+  std::uint64_t malformed = 0;        // messages dropped as malformed
+  std::uint64_t frames_sent = 0;
+  std::uint64_t arena_used = 0;
+  std::size_t directory = 0;          // objects shared with other ranks, alive here
+  std::size_t held = 0;               // exported copies kept for other ranks
+  std::size_t pending = 0;            // tasks sent away, result not back yet
+};
+
+class Cluster final : public detail::Executor,
+                      public detail::Distributed,
+                      public detail::ObjectCodec,
+                      public detail::ObjectResolver {
+ public:
+  struct Config {
+    JobRoles roles;
+    std::size_t inline_bytes = 64 * 1024;
+    int spill_queue = 4;  // spill when more tasks than this wait locally
+    std::chrono::milliseconds heartbeat{10};
+    std::chrono::nanoseconds spin{std::chrono::microseconds(50)};  // progress thread spin when idle
+    // Resources of every rank (index = rank), gathered at start.
+    std::vector<std::map<std::string, double>> node_resources;
+    // Added to this rank's steady-clock event times to put them on a clock shared
+    // by all ranks (system clock), for the merged timeline.
+    std::int64_t clock_offset_ns = 0;
+    std::string host;
+  };
+
+  // `arena` is registered with `transport` through `arena_registration`.
+  Cluster(Transport& transport, LocalScheduler& local, EventLog* events, std::span<std::byte> arena,
+          std::unique_ptr<MemoryRegistration> arena_registration, Config config);
+  ~Cluster() override;
+  Cluster(const Cluster&) = delete;
+  Cluster& operator=(const Cluster&) = delete;
+
+  // Starts the progress thread.
+  void start();
+  // Stops it; no message is handled afterwards. Idempotent.
+  void stop();
+
+  // --- detail::Executor ---
+  void submit(detail::TaskBase* task) noexcept override;
+  void block_begin() noexcept override;
+  void block_end() noexcept override;
+  int current_worker() const noexcept override;
+
+  // --- detail::Distributed ---
+  void fetch(detail::ObjectState* object) override;
+  void fetch_async(detail::ObjectState* object, std::function<void(const Status&)> done) override;
+  void on_destroy(detail::ObjectState* object) noexcept override;
+
+  // --- detail::ObjectCodec / ObjectResolver ---
+  void encode_object(Writer& w, detail::ObjectState* object, Rank to) override;
+  detail::ObjectState* resolve_remote(ObjectId id, Rank owner, Rank lender, const detail::RemoteCopy& copy,
+                                      detail::ObjectState* (*make)(ObjectId)) override;
+
+  // Writes one Chrome trace with every rank's events (one process row per rank).
+  // Rank 0 only; the other ranks answer through their progress threads.
+  Status write_timeline(const std::string& path);
+
+  ClusterStats stats() const;
+  // Sends `bytes` to `to` exactly as given (tests of the receiving side's checks).
+  Status send_raw(Rank to, std::vector<std::byte> bytes) { return transport_.send(to, std::move(bytes)); }
+  Rank rank() const noexcept { return self_; }
+  int size() const noexcept { return size_; }
+  ControlPlane* control() noexcept { return control_.get(); }
+
+ private:
+  struct Outbox;
+  struct Pending {
+    detail::ObjectState* result;  // one reference held
+    const char* name;
+  };
+  struct Held {
+    std::uint64_t offset;
+  };
+  struct NodeLoad {
+    std::map<std::string, double> capacity;
+    double cpus = 1;
+    std::int64_t reported = 0;  // queued + running at the last heartbeat
+    std::int64_t assigned = 0;  // placed here since the last heartbeat
+    std::uint64_t sequence = 0;
+    bool alive = true;
+  };
+  class ResultForwarder;
+
+  void progress_main();
+  int flush_outboxes(bool all);
+  void post(Rank to, FrameKind kind, std::span<const std::byte> record);
+  void send_frame(Rank to, FrameKind kind, std::vector<std::byte> payload);
+  void handle_message(Rank from, std::span<const std::byte> bytes);
+  void handle_task(Rank from, std::span<const std::byte> record);
+  void handle_result(Rank from, std::span<const std::byte> record);
+  void handle_refcount(Rank from, std::span<const std::byte> record);
+  void handle_control(Rank from, std::span<const std::byte> payload);
+  void malformed(Rank from, const std::string& why);
+
+  void run_here(detail::TaskBase* task) noexcept;
+  void ship(detail::TaskBase* task, Rank to, bool for_placement) noexcept;
+  void place(std::span<const std::byte> record, std::size_t route_at);
+  Rank choose_node(const std::map<std::string, double>& demand,
+                   const std::vector<std::pair<int, std::uint64_t>>& hints);
+  void send_error_result(Rank owner, TaskId task, std::shared_ptr<const ErrorInfo> error);
+  void forward_result(Rank owner, TaskId task, detail::ObjectState* result) noexcept;
+
+  std::optional<detail::RemoteCopy> export_object(detail::ObjectState* object);
+  void remember(detail::ObjectState* object);  // into the directory
+  void drop_borrow(Rank lender, ObjectId id, std::uint64_t count);
+  void finish_fetch(detail::ObjectState* object, const Status& status);
+  void heartbeat();
+  void apply_node_statuses(const std::vector<NodeStatus>& statuses);
+  std::vector<std::byte> snapshot_events() const;
+
+  Transport& transport_;
+  LocalScheduler& local_;
+  EventLog* events_;
+  Config config_;
+  Rank self_;
+  int size_;
+  std::span<std::byte> arena_;
+  std::unique_ptr<MemoryRegistration> arena_registration_;
+  ArenaAllocator arena_alloc_;
+  std::unique_ptr<ControlPlane> control_;
+
+  std::vector<std::unique_ptr<Outbox>> outboxes_;
+  std::atomic<bool> deferred_{false};
+
+  mutable std::mutex pending_mutex_;
+  std::unordered_map<TaskId, Pending> pending_;
+
+  mutable std::mutex directory_mutex_;
+  std::unordered_map<ObjectId, detail::ObjectState*> directory_;
+
+  mutable std::mutex held_mutex_;
+  std::unordered_map<ObjectId, Held> held_;
+
+  // Global scheduler state (ranks hosting a scheduler).
+  std::mutex gs_mutex_;
+  std::vector<NodeLoad> nodes_;
+  bool is_scheduler_ = false;
+  std::uint64_t heartbeat_sequence_ = 0;
+
+  // Timeline collection on rank 0.
+  std::mutex timeline_mutex_;
+  std::vector<std::vector<std::byte>> timeline_parts_;
+  std::atomic<int> timeline_replies_{0};
+
+  std::thread progress_;
+  std::atomic<bool> running_{false};
+  std::atomic<std::uint32_t> progress_sleeping_{0};
+
+  std::atomic<std::uint64_t> tasks_sent_{0}, tasks_received_{0}, tasks_placed_{0}, results_received_{0},
+      fetches_{0}, fetched_bytes_{0}, malformed_{0}, frames_sent_{0};
+};
+
+}  // namespace brisk

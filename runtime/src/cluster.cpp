@@ -1,0 +1,1200 @@
+#include "brisk/runtime/cluster.hpp"
+
+#include <fmt/format.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+
+#include "brisk/core/detail/futex.hpp"
+#include "brisk/core/detail/object.hpp"
+#include "brisk/core/detail/task.hpp"
+#include "brisk/core/function_registry.hpp"
+#include "brisk/runtime/control_plane.hpp"
+#include "brisk/scheduler/local_scheduler.hpp"
+
+namespace brisk {
+
+using detail::DistInfo;
+using detail::ObjectState;
+using detail::RemoteCopy;
+using detail::Residency;
+using detail::TaskBase;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A batch flushes at once when it reaches this size, or when the previous flush to
+// the same rank was longer ago than kBurstWindow (an isolated message goes out at
+// once; a burst is gathered and flushed by the progress thread).
+constexpr std::size_t kBatchBytes = 64 * 1024;
+constexpr auto kBurstWindow = std::chrono::microseconds(20);
+
+// kControl payloads start with one of these.
+enum : std::uint8_t {
+  kCtlState = 1,          // control-state traffic (ControlPlane)
+  kCtlTimelineAsk = 2,    // rank 0 asks for every rank's events
+  kCtlTimelinePart = 3,   // one rank's events
+};
+
+// Task spec routes.
+enum : std::uint8_t { kRoutePlace = 0, kRouteRun = 1 };
+
+// kRefCount record ops.
+enum : std::uint8_t { kRefDrop = 0, kRefFree = 1 };
+
+thread_local bool t_on_progress_thread = false;
+
+void append_record(std::vector<std::byte>& out, std::span<const std::byte> record) {
+  const auto n = static_cast<std::uint32_t>(record.size());
+  const std::size_t at = out.size();
+  out.resize(at + 4 + record.size());
+  std::memcpy(out.data() + at, &n, 4);
+  if (!record.empty()) std::memcpy(out.data() + at + 4, record.data(), record.size());
+}
+
+// Splits a batch payload into records; false if it is malformed.
+template <class F>
+bool for_each_record(std::span<const std::byte> payload, F&& f) {
+  std::size_t pos = 0;
+  while (pos < payload.size()) {
+    if (payload.size() - pos < 4) return false;
+    std::uint32_t n = 0;
+    std::memcpy(&n, payload.data() + pos, 4);
+    pos += 4;
+    if (n > payload.size() - pos) return false;
+    f(payload.subspan(pos, n));
+    pos += n;
+  }
+  return true;
+}
+
+std::shared_ptr<ErrorInfo> make_error(ErrorKind kind, std::string message, std::string function, int rank) {
+  auto e = std::make_shared<ErrorInfo>();
+  e->kind = kind;
+  e->message = std::move(message);
+  e->function = std::move(function);
+  e->rank = rank;
+  return e;
+}
+
+}  // namespace
+
+struct Cluster::Outbox {
+  std::mutex mutex;
+  std::vector<std::byte> batch[3];  // kTask, kResult, kRefCount
+  Clock::time_point last_flush{};
+  static int slot(FrameKind kind) {
+    switch (kind) {
+      case FrameKind::kTask: return 0;
+      case FrameKind::kResult: return 1;
+      default: return 2;
+    }
+  }
+  static FrameKind kind_of(int slot) {
+    return slot == 0 ? FrameKind::kTask : slot == 1 ? FrameKind::kResult : FrameKind::kRefCount;
+  }
+};
+
+// Sends a received task's result back to its owner once it completes.
+class Cluster::ResultForwarder : public detail::WaiterNode {
+ public:
+  ResultForwarder(Cluster* c, Rank owner, TaskId task, ObjectState* result) : c_(c), owner_(owner), task_(task), result_(result) {
+    notify = &ResultForwarder::on_complete;
+  }
+  static void on_complete(detail::WaiterNode* self, ObjectState*) noexcept {
+    auto* f = static_cast<ResultForwarder*>(self);
+    f->c_->forward_result(f->owner_, f->task_, f->result_);
+    delete f;
+  }
+
+ private:
+  Cluster* c_;
+  Rank owner_;
+  TaskId task_;
+  ObjectState* result_;  // one reference, released by forward_result
+};
+
+Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, std::span<std::byte> arena,
+                 std::unique_ptr<MemoryRegistration> arena_registration, Config config)
+    : transport_(transport),
+      local_(local),
+      events_(events),
+      config_(std::move(config)),
+      self_(transport.rank()),
+      size_(transport.size()),
+      arena_(arena),
+      arena_registration_(std::move(arena_registration)),
+      arena_alloc_(arena.size()) {
+  outboxes_.reserve(static_cast<std::size_t>(size_));
+  for (int i = 0; i < size_; ++i) outboxes_.push_back(std::make_unique<Outbox>());
+  is_scheduler_ = !config_.roles.schedulers_on(self_).empty();
+  nodes_.resize(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
+    if (static_cast<std::size_t>(r) < config_.node_resources.size()) n.capacity = config_.node_resources[static_cast<std::size_t>(r)];
+    auto cpu = n.capacity.find("CPU");
+    n.cpus = std::max(1.0, cpu == n.capacity.end() ? 1.0 : cpu->second);
+  }
+  control_ = std::make_unique<ControlPlane>(self_, config_.roles);
+  transport_.set_message_handler([this](Rank from, std::span<const std::byte> bytes) { handle_message(from, bytes); });
+  transport_.set_failure_handler([this](Rank peer, const Status& why) {
+    std::fprintf(stderr, "brisk: rank %d: rank %d is unreachable: %s\n", self_.value, peer.value, why.message().c_str());
+    std::lock_guard lock(gs_mutex_);
+    nodes_[static_cast<std::size_t>(peer.value)].alive = false;
+  });
+}
+
+Cluster::~Cluster() {
+  stop();
+  transport_.set_message_handler([](Rank, std::span<const std::byte>) {});
+  transport_.set_failure_handler([](Rank, const Status&) {});
+}
+
+void Cluster::start() {
+  if (running_.exchange(true)) return;
+  if (is_scheduler_) {
+    for (std::size_t i = 0; i < config_.roles.shards.size(); ++i) control_->subscribe_nodes();
+  }
+  progress_ = std::thread([this] { progress_main(); });
+}
+
+void Cluster::stop() {
+  if (!running_.exchange(false)) return;
+  progress_sleeping_.store(0, std::memory_order_release);
+  detail::futex_wake(&progress_sleeping_, 1);
+  progress_.join();
+}
+
+// ---------------------------------------------------------------------------
+// Progress.
+
+void Cluster::progress_main() {
+  t_on_progress_thread = true;
+  if (events_) events_->set_thread_name("progress");
+  Clock::time_point last_activity = Clock::now();
+  Clock::time_point next_heartbeat = Clock::now();
+  std::chrono::microseconds nap{20};
+  while (running_.load(std::memory_order_acquire)) {
+    int n = transport_.progress();
+    n += flush_outboxes(false);
+    const Clock::time_point now = Clock::now();
+    if (now >= next_heartbeat) {
+      heartbeat();
+      next_heartbeat = now + config_.heartbeat;
+    }
+    std::vector<NodeStatus> local_nodes;
+    for (auto& out : control_->flush(now, false, &local_nodes)) {
+      std::vector<std::byte> payload;
+      payload.reserve(out.payload.size() + 1);
+      payload.push_back(std::byte{kCtlState});
+      payload.insert(payload.end(), out.payload.begin(), out.payload.end());
+      send_frame(out.to, FrameKind::kControl, std::move(payload));
+    }
+    apply_node_statuses(local_nodes);
+    if (n > 0) {
+      last_activity = now;
+      nap = std::chrono::microseconds(20);
+      continue;
+    }
+    if (now - last_activity < config_.spin) {
+      detail::cpu_relax();
+      continue;
+    }
+    if (now - last_activity < config_.spin * 4) {
+      sched_yield();
+      continue;
+    }
+    // Idle: short sleeps, growing to 1 ms; a poster with deferred work wakes us.
+    progress_sleeping_.store(1, std::memory_order_seq_cst);
+    if (!deferred_.load(std::memory_order_seq_cst)) detail::futex_wait(&progress_sleeping_, 1, nap);
+    progress_sleeping_.store(0, std::memory_order_relaxed);
+    nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(1));
+  }
+  // Last flush so that nothing queued is lost on an orderly stop.
+  flush_outboxes(true);
+  t_on_progress_thread = false;
+}
+
+int Cluster::flush_outboxes(bool all) {
+  if (!all && !deferred_.exchange(false, std::memory_order_acq_rel)) return 0;
+  int sent = 0;
+  const auto now = Clock::now();
+  for (int r = 0; r < size_; ++r) {
+    Outbox& ob = *outboxes_[static_cast<std::size_t>(r)];
+    std::lock_guard lock(ob.mutex);
+    for (int k = 0; k < 3; ++k) {
+      if (ob.batch[k].empty()) continue;
+      send_frame(Rank{r}, Outbox::kind_of(k), std::exchange(ob.batch[k], {}));
+      ob.last_flush = now;
+      ++sent;
+    }
+  }
+  return sent;
+}
+
+void Cluster::post(Rank to, FrameKind kind, std::span<const std::byte> record) {
+  Outbox& ob = *outboxes_[static_cast<std::size_t>(to.value)];
+  const auto now = Clock::now();
+  std::lock_guard lock(ob.mutex);
+  auto& batch = ob.batch[Outbox::slot(kind)];
+  append_record(batch, record);
+  if (batch.size() >= kBatchBytes || now - ob.last_flush > kBurstWindow || !running_.load(std::memory_order_relaxed)) {
+    send_frame(to, kind, std::exchange(batch, {}));
+    ob.last_flush = now;
+    return;
+  }
+  deferred_.store(true, std::memory_order_seq_cst);
+  if (progress_sleeping_.load(std::memory_order_seq_cst)) {
+    progress_sleeping_.store(0, std::memory_order_relaxed);
+    detail::futex_wake(&progress_sleeping_, 1);
+  }
+}
+
+void Cluster::send_frame(Rank to, FrameKind kind, std::vector<std::byte> payload) {
+  Status st = transport_.send(to, encode_frame(kind, payload));
+  frames_sent_.fetch_add(1, std::memory_order_relaxed);
+  if (!st.ok()) {
+    std::fprintf(stderr, "brisk: rank %d: a %s message to rank %d was not sent: %s\n", self_.value,
+                 frame_kind_name(kind), to.value, st.message().c_str());
+  }
+}
+
+void Cluster::malformed(Rank from, const std::string& why) {
+  const auto n = malformed_.fetch_add(1, std::memory_order_relaxed);
+  if (n < 10) {
+    std::fprintf(stderr, "brisk: rank %d: dropped a malformed message from rank %d: %s\n", self_.value, from.value,
+                 why.c_str());
+  }
+}
+
+void Cluster::handle_message(Rank from, std::span<const std::byte> bytes) {
+  auto frame = decode_frame(bytes);
+  if (!frame.ok()) {
+    malformed(from, frame.status().message());
+    return;
+  }
+  bool ok = true;
+  switch (frame->kind) {
+    case FrameKind::kTask:
+      ok = for_each_record(frame->payload, [&](std::span<const std::byte> r) { handle_task(from, r); });
+      break;
+    case FrameKind::kResult:
+      ok = for_each_record(frame->payload, [&](std::span<const std::byte> r) { handle_result(from, r); });
+      break;
+    case FrameKind::kRefCount:
+      ok = for_each_record(frame->payload, [&](std::span<const std::byte> r) { handle_refcount(from, r); });
+      break;
+    case FrameKind::kControl:
+      handle_control(from, frame->payload);
+      break;
+    default:
+      malformed(from, fmt::format("unexpected {} frame", frame_kind_name(frame->kind)));
+      return;
+  }
+  if (!ok) malformed(from, fmt::format("a {} batch has a truncated record", frame_kind_name(frame->kind)));
+}
+
+// ---------------------------------------------------------------------------
+// Executor: local or elsewhere.
+
+void Cluster::submit(TaskBase* task) noexcept {
+  if (size_ > 1 && !task->placed()) {
+    const auto* demand = task->resources();
+    if (demand && !local_.can_ever_run(*demand)) {
+      ship(task, config_.roles.scheduler_for(self_), true);
+      return;
+    }
+    if (local_.queued() >= config_.spill_queue) {
+      ship(task, config_.roles.scheduler_for(self_), true);
+      return;
+    }
+  }
+  run_here(task);
+}
+
+void Cluster::run_here(TaskBase* task) noexcept {
+  std::vector<ObjectState*> args;
+  task->arg_objects(args);
+  std::vector<ObjectState*> remote;
+  for (ObjectState* o : args) {
+    if (!o->has_error() && o->residency() == Residency::kRemote) remote.push_back(o);
+  }
+  if (remote.empty()) {
+    local_.submit(task);
+    return;
+  }
+  // Pull the remote arguments first; the task is queued once all are here.
+  struct Gather {
+    std::atomic<int> left;
+    std::mutex mutex;
+    Status first_error;
+  };
+  auto g = std::make_shared<Gather>();
+  g->left.store(static_cast<int>(remote.size()));
+  for (ObjectState* o : remote) {
+    fetch_async(o, [this, g, task](const Status& st) {
+      if (!st.ok()) {
+        std::lock_guard lock(g->mutex);
+        if (g->first_error.ok()) g->first_error = st;
+      }
+      if (g->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      if (g->first_error.ok()) {
+        local_.submit(task);
+      } else {
+        task->cancel(make_error(ErrorKind::kTaskFailed,
+                                fmt::format("an argument could not be fetched: {}", g->first_error.message()),
+                                task->name(), self_.value));
+        delete task;
+      }
+    });
+  }
+}
+
+void Cluster::block_begin() noexcept { local_.block_begin(); }
+void Cluster::block_end() noexcept { local_.block_end(); }
+int Cluster::current_worker() const noexcept { return local_.current_worker(); }
+
+void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
+  Writer w;
+  w.reserve(128);
+  try {
+    const TaskId id = task->id();
+    const TaskOptions* options = task->options();
+    const bool has_options = options != nullptr;
+    w(for_placement ? kRoutePlace : kRouteRun, id.hi, id.lo, task->function().value, self_.value,
+      static_cast<std::uint8_t>(has_options));
+    if (has_options) w(options->name, options->resources, options->max_retries);
+    // Where the arguments' bytes are, for placement by locality.
+    std::vector<ObjectState*> args;
+    task->arg_objects(args);
+    std::vector<std::pair<int, std::uint64_t>> hints;
+    for (ObjectState* o : args) {
+      if (o->has_error() || o->bytes() <= config_.inline_bytes) continue;
+      DistInfo* d = o->dist();
+      int holder = self_.value;
+      if (o->residency() == Residency::kRemote && d) {
+        std::lock_guard lock(d->mutex);
+        if (d->copy) holder = d->copy->region.owner.value;
+      }
+      hints.emplace_back(holder, o->bytes());
+    }
+    w(hints);
+    if (!task->encode_args(w, *this, to)) {
+      // A converted argument must be resident here first.
+      std::vector<ObjectState*> remote;
+      for (ObjectState* o : args) {
+        if (o->residency() == Residency::kRemote) remote.push_back(o);
+      }
+      auto left = std::make_shared<std::atomic<int>>(static_cast<int>(remote.size()));
+      for (ObjectState* o : remote) {
+        fetch_async(o, [this, task, to, for_placement, left](const Status&) {
+          if (left->fetch_sub(1) == 1) ship(task, to, for_placement);
+        });
+      }
+      return;
+    }
+    {
+      std::lock_guard lock(pending_mutex_);
+      pending_.emplace(id, Pending{task->take_result(), task->name()});
+    }
+    delete task;  // drops the arguments; lent references stay counted on their objects
+    tasks_sent_.fetch_add(1, std::memory_order_relaxed);
+    if (for_placement && to == self_) {
+      place(w.bytes(), 0);
+    } else {
+      post(to, FrameKind::kTask, w.bytes());
+    }
+  } catch (const std::exception& e) {
+    task->cancel(make_error(ErrorKind::kTaskFailed, fmt::format("could not send the task to rank {}: {}", to.value, e.what()),
+                            task->name(), self_.value));
+    delete task;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Global scheduler.
+
+Rank Cluster::choose_node(const std::map<std::string, double>& demand,
+                          const std::vector<std::pair<int, std::uint64_t>>& hints) {
+  std::lock_guard lock(gs_mutex_);
+  int best = -1;
+  double best_score = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < size_; ++r) {
+    const NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
+    if (!n.alive) continue;
+    bool fits = true;
+    for (const auto& [name, amount] : demand) {
+      auto it = n.capacity.find(name);
+      if (amount > (it == n.capacity.end() ? 0.0 : it->second) + 1e-9) {
+        fits = false;
+        break;
+      }
+    }
+    if (!fits) continue;
+    // Load per core, less a bonus for the argument bytes already there: a node
+    // holding the arguments wins unless it has a full core's worth more work.
+    double score = static_cast<double>(n.reported + n.assigned) / n.cpus;
+    std::uint64_t local_bytes = 0, total_bytes = 0;
+    for (const auto& [holder, bytes] : hints) {
+      total_bytes += bytes;
+      if (holder == r) local_bytes += bytes;
+    }
+    if (total_bytes > 0) score -= static_cast<double>(local_bytes) / static_cast<double>(total_bytes);
+    if (score < best_score) {
+      best_score = score;
+      best = r;
+    }
+  }
+  if (best >= 0) ++nodes_[static_cast<std::size_t>(best)].assigned;
+  return Rank{best};
+}
+
+void Cluster::place(std::span<const std::byte> record, std::size_t) {
+  Reader r(record);
+  std::uint8_t route = 0, has_options = 0;
+  TaskId id;
+  std::uint64_t fn = 0;
+  int owner = 0;
+  TaskOptions options;
+  std::vector<std::pair<int, std::uint64_t>> hints;
+  try {
+    r(route, id.hi, id.lo, fn, owner, has_options);
+    if (has_options) r(options.name, options.resources, options.max_retries);
+    r(hints);
+  } catch (const std::exception& e) {
+    malformed(self_, fmt::format("task spec: {}", e.what()));
+    return;
+  }
+  if (owner < 0 || owner >= size_) {
+    malformed(self_, fmt::format("task spec names owner rank {} in a job of {}", owner, size_));
+    return;
+  }
+  Rank to = choose_node(options.resources, hints);
+  if (to.value < 0) {
+    const FunctionInfo* info = detail::find_function(FunctionId{fn});
+    send_error_result(Rank{owner}, id,
+                      make_error(ErrorKind::kInfeasible, "no live rank can meet its resource demand",
+                                 options.name.empty() ? (info ? info->name : std::string("?")) : options.name, self_.value));
+    return;
+  }
+  tasks_placed_.fetch_add(1, std::memory_order_relaxed);
+  std::vector<std::byte> copy(record.begin(), record.end());
+  copy[0] = std::byte{kRouteRun};
+  if (to == self_) {
+    handle_task(self_, copy);
+  } else {
+    post(to, FrameKind::kTask, copy);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Receiving tasks and results.
+
+void Cluster::handle_task(Rank from, std::span<const std::byte> record) {
+  if (record.empty()) {
+    malformed(from, "empty task spec");
+    return;
+  }
+  if (std::to_integer<std::uint8_t>(record[0]) == kRoutePlace) {
+    if (!is_scheduler_) {
+      malformed(from, "a task for placement reached a rank that is not a global scheduler");
+      return;
+    }
+    place(record, 0);
+    return;
+  }
+  Reader r(record);
+  std::uint8_t route = 0, has_options = 0;
+  TaskId id;
+  std::uint64_t fn = 0;
+  int owner = 0;
+  std::shared_ptr<TaskOptions> options;
+  std::vector<std::pair<int, std::uint64_t>> hints;
+  try {
+    r(route, id.hi, id.lo, fn, owner, has_options);
+    if (has_options) {
+      options = std::make_shared<TaskOptions>();
+      r(options->name, options->resources, options->max_retries);
+      if (!options->name.empty()) options->interned_name = intern(options->name);
+    }
+    r(hints);
+  } catch (const std::exception& e) {
+    malformed(from, fmt::format("task spec: {}", e.what()));
+    return;
+  }
+  if (owner < 0 || owner >= size_) {
+    malformed(from, fmt::format("task spec names owner rank {} in a job of {}", owner, size_));
+    return;
+  }
+  tasks_received_.fetch_add(1, std::memory_order_relaxed);
+  const FunctionInfo* info = detail::find_function(FunctionId{fn});
+  if (!info || !info->decode) {
+    send_error_result(Rank{owner}, id,
+                      make_error(ErrorKind::kNotRegistered,
+                                 info ? fmt::format("its argument or result types cannot cross ranks (on rank {})", self_.value)
+                                      : fmt::format("function id {:016x} is not registered on rank {}", fn, self_.value),
+                                 "", self_.value));
+    return;
+  }
+  const char* name = options && options->interned_name ? options->interned_name : info->name.c_str();
+  ObjectState* result = nullptr;
+  TaskBase* task = nullptr;
+  try {
+    detail::TaskDecodeArgs a{id, info->address, name, options, &r, this, &result};
+    task = info->decode(a);
+  } catch (const std::exception& e) {
+    send_error_result(Rank{owner}, id,
+                      make_error(ErrorKind::kTaskFailed, fmt::format("its arguments could not be decoded: {}", e.what()),
+                                 name, self_.value));
+    return;
+  }
+  task->set_function(FunctionId{fn});
+  task->set_placed();
+  auto* forwarder = new ResultForwarder(this, Rank{owner}, id, result);
+  if (!result->add_waiter(forwarder)) ResultForwarder::on_complete(forwarder, result);
+  task->start();  // every argument is complete: the task goes to submit() at once
+}
+
+void Cluster::send_error_result(Rank owner, TaskId task, std::shared_ptr<const ErrorInfo> error) {
+  Writer w;
+  w(task.hi, task.lo, detail::kObjError, task.hi, task.lo);
+  detail::write_error_info(w, *error);
+  if (owner == self_) {
+    handle_result(self_, w.bytes());
+  } else {
+    post(owner, FrameKind::kResult, w.bytes());
+  }
+}
+
+void Cluster::forward_result(Rank owner, TaskId task, ObjectState* result) noexcept {
+  try {
+    Writer w;
+    w(task.hi, task.lo);
+    const ObjectId id = result->id();
+    if (result->has_error() || result->bytes() <= config_.inline_bytes) {
+      encode_object(w, result, owner);  // an error, or inline
+    } else {
+      // The bytes stay here, in the arena, until the owner frees them.
+      std::optional<RemoteCopy> copy = export_object(result);
+      if (!copy) {
+        encode_object(w, result, owner);  // the arena is full: inline
+      } else {
+        {
+          std::lock_guard lock(held_mutex_);
+          held_[id] = Held{copy->offset};
+        }
+        w(detail::kObjRemote, id.hi, id.lo, owner.value, self_.value, *copy);
+      }
+    }
+    if (owner == self_) {
+      handle_result(self_, w.bytes());
+    } else {
+      post(owner, FrameKind::kResult, w.bytes());
+    }
+  } catch (const std::exception& e) {
+    send_error_result(owner, task,
+                      make_error(ErrorKind::kTaskFailed, fmt::format("its result could not be sent: {}", e.what()), "",
+                                 self_.value));
+  }
+  result->release();
+}
+
+void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
+  Reader r(record);
+  TaskId id;
+  try {
+    r(id.hi, id.lo);
+  } catch (const std::exception& e) {
+    malformed(from, fmt::format("result: {}", e.what()));
+    return;
+  }
+  Pending p{};
+  {
+    std::lock_guard lock(pending_mutex_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) {
+      malformed(from, fmt::format("result for unknown task {}", id.hex()));
+      return;
+    }
+    p = it->second;
+    pending_.erase(it);
+  }
+  results_received_.fetch_add(1, std::memory_order_relaxed);
+  ObjectState* o = p.result;
+  try {
+    std::uint8_t form = 0;
+    ObjectId oid;
+    r(form, oid.hi, oid.lo);
+    switch (form) {
+      case detail::kObjInline:
+        o->complete_from(r);
+        break;
+      case detail::kObjRemote: {
+        int owner = 0, lender = 0;
+        RemoteCopy copy;
+        r(owner, lender, copy);
+        const int holder = copy.region.owner.value;
+        if (holder < 0 || holder >= size_) throw SerializationError("holder rank out of range");
+        DistInfo& d = o->ensure_dist();
+        {
+          std::lock_guard lock(d.mutex);
+          d.owner = self_;
+          d.copy = copy;
+          d.holders.push_back(holder);
+        }
+        o->complete_remote(copy.length);
+        break;
+      }
+      case detail::kObjError: {
+        auto e = detail::read_error_info(r);
+        if (e->kind == ErrorKind::kNotRegistered || e->function.empty()) {
+          auto fixed = std::make_shared<ErrorInfo>(*e);
+          fixed->function = p.name;
+          if (e->kind == ErrorKind::kNotRegistered) {
+            fixed->message = fmt::format("function '{}' {}; every rank must run a binary that registers it with BRISK_REMOTE",
+                                         p.name, e->message);
+          }
+          e = fixed;
+        }
+        o->complete_error(std::move(e));
+        break;
+      }
+      default:
+        throw SerializationError(fmt::format("unknown object form {}", form));
+    }
+  } catch (const std::exception& e) {
+    if (!o->ready()) {
+      o->complete_error(make_error(ErrorKind::kTaskFailed, fmt::format("its result from rank {} was malformed: {}", from.value, e.what()),
+                                   p.name, from.value));
+    }
+    malformed(from, fmt::format("result: {}", e.what()));
+  }
+  o->release();
+}
+
+// ---------------------------------------------------------------------------
+// Objects across ranks.
+
+std::optional<RemoteCopy> Cluster::export_object(ObjectState* o) {
+  o->pin();
+  struct Unpin {
+    ObjectState* o;
+    ~Unpin() { o->unpin(); }
+  } unpin{o};
+  RemoteCopy copy;
+  copy.region = arena_registration_->remote();
+  const ObjectState::RawView raw = o->raw_view();
+  if (raw.data) {
+    auto offset = arena_alloc_.allocate(raw.length);
+    if (!offset) return std::nullopt;
+    if (raw.length) std::memcpy(arena_.data() + *offset, raw.data, raw.length);
+    copy.offset = *offset;
+    copy.length = raw.length;
+    copy.count = raw.count;
+    copy.raw = true;
+    return copy;
+  }
+  Writer w;
+  o->write_value(w);
+  auto offset = arena_alloc_.allocate(w.size());
+  if (!offset) return std::nullopt;
+  std::memcpy(arena_.data() + *offset, w.bytes().data(), w.size());
+  copy.offset = *offset;
+  copy.length = w.size();
+  return copy;
+}
+
+void Cluster::remember(ObjectState* o) {
+  DistInfo& d = o->ensure_dist();
+  {
+    std::lock_guard lock(d.mutex);
+    if (d.in_directory) return;
+    d.in_directory = true;
+  }
+  std::lock_guard lock(directory_mutex_);
+  directory_[o->id()] = o;
+}
+
+void Cluster::encode_object(Writer& w, ObjectState* o, Rank) {
+  const ObjectId id = o->id();
+  if (o->has_error()) {
+    w(detail::kObjError, id.hi, id.lo);
+    detail::write_error_info(w, *o->error());
+    return;
+  }
+  DistInfo* d = o->dist();
+  std::optional<RemoteCopy> copy;
+  Rank owner = self_;
+  if (d) {
+    std::lock_guard lock(d->mutex);
+    owner = d->proxy ? d->owner : self_;
+    if (d->copy) {
+      copy = d->copy;
+    } else if (d->exported) {
+      copy = d->exported;
+    }
+  }
+  if (o->bytes() <= config_.inline_bytes && o->residency() != Residency::kRemote) {
+    w(detail::kObjInline, id.hi, id.lo);
+    o->pin();
+    struct Unpin {
+      ObjectState* o;
+      ~Unpin() { o->unpin(); }
+    } unpin{o};
+    o->write_value(w);
+    return;
+  }
+  if (!copy) {
+    copy = export_object(o);
+    if (!copy) {
+      // The arena is full: the value travels inline (frames carry up to 1 GiB).
+      w(detail::kObjInline, id.hi, id.lo);
+      o->pin();
+      o->write_value(w);
+      o->unpin();
+      return;
+    }
+    DistInfo& nd = o->ensure_dist();
+    std::lock_guard lock(nd.mutex);
+    if (nd.exported) {
+      arena_alloc_.free(copy->offset);  // another thread exported it meanwhile
+      copy = nd.exported;
+    } else {
+      nd.exported = copy;
+      nd.owner = self_;
+    }
+  }
+  // Lend one reference to whoever decodes this; they give it back when done.
+  remember(o);
+  o->add_ref();
+  w(detail::kObjRemote, id.hi, id.lo, owner.value, self_.value, *copy);
+}
+
+ObjectState* Cluster::resolve_remote(ObjectId id, Rank owner, Rank lender, const RemoteCopy& copy,
+                                     ObjectState* (*make)(ObjectId)) {
+  if (lender.value < 0 || lender.value >= size_ || owner.value < 0 || owner.value >= size_ ||
+      copy.region.owner.value < 0 || copy.region.owner.value >= size_) {
+    throw SerializationError("brisk: an object reference names a rank outside the job");
+  }
+  ObjectState* found = nullptr;
+  {
+    std::lock_guard lock(directory_mutex_);
+    auto it = directory_.find(id);
+    if (it != directory_.end() && it->second->try_add_ref()) found = it->second;
+    if (!found) {
+      ObjectState* o = make(id);
+      DistInfo& d = o->ensure_dist();
+      d.owner = owner;
+      d.proxy = true;
+      d.copy = copy;
+      d.in_directory = true;
+      if (lender != self_) d.borrowed.emplace_back(lender.value, 1);
+      directory_[id] = o;
+      o->complete_remote(copy.length);
+      if (lender == self_) drop_borrow(lender, id, 1);
+      return o;
+    }
+  }
+  DistInfo* d = found->dist();
+  bool keep = false;
+  if (d && d->proxy && lender != self_) {
+    std::lock_guard lock(d->mutex);
+    for (auto& [r, n] : d->borrowed) {
+      if (r == lender.value) {
+        ++n;
+        keep = true;
+        break;
+      }
+    }
+    if (!keep) {
+      d->borrowed.emplace_back(lender.value, 1);
+      keep = true;
+    }
+  }
+  // An object this rank owns, or lent by this rank itself: the reference just
+  // added stands for it, so the lent one goes back at once.
+  if (!keep) drop_borrow(lender, id, 1);
+  return found;
+}
+
+void Cluster::drop_borrow(Rank lender, ObjectId id, std::uint64_t count) {
+  if (lender == self_) {
+    ObjectState* o = nullptr;
+    {
+      std::lock_guard lock(directory_mutex_);
+      auto it = directory_.find(id);
+      if (it != directory_.end()) o = it->second;
+    }
+    if (!o) return;
+    for (std::uint64_t i = 0; i < count; ++i) o->release();
+    return;
+  }
+  Writer w;
+  w(kRefDrop, id.hi, id.lo, count);
+  post(lender, FrameKind::kRefCount, w.bytes());
+}
+
+void Cluster::handle_refcount(Rank from, std::span<const std::byte> record) {
+  Reader r(record);
+  std::uint8_t op = 0;
+  ObjectId id;
+  try {
+    r(op, id.hi, id.lo);
+    if (op == kRefDrop) {
+      std::uint64_t count = 0;
+      r(count);
+      ObjectState* o = nullptr;
+      {
+        std::lock_guard lock(directory_mutex_);
+        auto it = directory_.find(id);
+        if (it != directory_.end()) o = it->second;
+      }
+      if (!o) {
+        malformed(from, fmt::format("reference drop for unknown object {}", id.hex()));
+        return;
+      }
+      if (count > static_cast<std::uint64_t>(o->ref_count())) {
+        malformed(from, fmt::format("reference drop of {} for object {} that has {}", count, id.hex(), o->ref_count()));
+        return;
+      }
+      for (std::uint64_t i = 0; i < count; ++i) o->release();
+    } else if (op == kRefFree) {
+      std::optional<std::uint64_t> offset;
+      {
+        std::lock_guard lock(held_mutex_);
+        auto it = held_.find(id);
+        if (it != held_.end()) {
+          offset = it->second.offset;
+          held_.erase(it);
+        }
+      }
+      if (offset) arena_alloc_.free(*offset);
+    } else {
+      malformed(from, fmt::format("unknown reference-count op {}", op));
+    }
+  } catch (const std::exception& e) {
+    malformed(from, fmt::format("reference count: {}", e.what()));
+  }
+}
+
+void Cluster::on_destroy(ObjectState* o) noexcept {
+  DistInfo* d = o->dist();
+  if (!d) return;
+  if (d->in_directory) {
+    std::lock_guard lock(directory_mutex_);
+    auto it = directory_.find(o->id());
+    if (it != directory_.end() && it->second == o) directory_.erase(it);
+  }
+  const ObjectId id = o->id();
+  try {
+    for (const auto& [lender, n] : d->borrowed) drop_borrow(Rank{lender}, id, n);
+    for (int holder : d->holders) {
+      if (holder == self_.value) {
+        std::optional<std::uint64_t> offset;
+        {
+          std::lock_guard lock(held_mutex_);
+          auto it = held_.find(id);
+          if (it != held_.end()) {
+            offset = it->second.offset;
+            held_.erase(it);
+          }
+        }
+        if (offset) arena_alloc_.free(*offset);
+      } else {
+        Writer w;
+        w(kRefFree, id.hi, id.lo);
+        post(Rank{holder}, FrameKind::kRefCount, w.bytes());
+      }
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "brisk: rank %d: could not return references of object %s: %s\n", self_.value,
+                 id.hex().c_str(), e.what());
+  }
+  if (d->exported) arena_alloc_.free(d->exported->offset);
+}
+
+void Cluster::fetch_async(ObjectState* o, std::function<void(const Status&)> done) {
+  DistInfo* d = o->dist();
+  if (!d || o->residency() != Residency::kRemote) {
+    done(Status());
+    return;
+  }
+  RemoteCopy copy;
+  {
+    std::lock_guard lock(d->mutex);
+    if (o->residency() != Residency::kRemote) {
+      done(Status());
+      return;
+    }
+    d->on_fetched.push_back(std::move(done));
+    if (d->fetching) return;
+    d->fetching = true;
+    copy = *d->copy;
+  }
+  fetches_.fetch_add(1, std::memory_order_relaxed);
+  fetched_bytes_.fetch_add(copy.length, std::memory_order_relaxed);
+  o->add_ref();  // kept until the pull ends
+  const Rank holder = copy.region.owner;
+  if (holder == self_) {
+    // Our own exported copy (a task came back to the rank that holds its bytes).
+    Status st;
+    try {
+      if (copy.offset + copy.length > arena_.size()) throw SerializationError("copy outside the arena");
+      const std::byte* src = arena_.data() + copy.offset;
+      if (copy.raw) {
+        std::byte* dst = o->prepare_raw(copy.length, copy.count);
+        if (copy.length) std::memcpy(dst, src, copy.length);
+        o->commit_fetched();
+      } else {
+        Reader r(std::span<const std::byte>(src, copy.length));
+        o->fill_remote(r);
+      }
+    } catch (const std::exception& e) {
+      st = internal_error(fmt::format("reading object {} from this rank's arena: {}", o->id().hex(), e.what()));
+    }
+    finish_fetch(o, st);
+    return;
+  }
+  std::byte* dst = nullptr;
+  std::shared_ptr<std::vector<std::byte>> staging;
+  try {
+    if (copy.raw) {
+      dst = o->prepare_raw(copy.length, copy.count);
+    } else {
+      staging = std::make_shared<std::vector<std::byte>>(copy.length);
+      dst = staging->data();
+    }
+  } catch (const std::exception& e) {
+    finish_fetch(o, resource_exhausted(fmt::format("no memory for object {} ({} bytes): {}", o->id().hex(), copy.length, e.what())));
+    return;
+  }
+  Status st = transport_.get(copy.region, copy.offset, dst, copy.length, [this, o, copy, staging](Status s) {
+    if (s.ok()) {
+      try {
+        if (copy.raw) {
+          o->commit_fetched();
+        } else {
+          Reader r(std::span<const std::byte>(staging->data(), staging->size()));
+          o->fill_remote(r);
+        }
+      } catch (const std::exception& e) {
+        s = internal_error(fmt::format("object {} from rank {}: {}", o->id().hex(), copy.region.owner.value, e.what()));
+      }
+    } else if (copy.raw) {
+      o->abort_fetch();
+    }
+    finish_fetch(o, s);
+  });
+  if (!st.ok()) {
+    if (copy.raw) o->abort_fetch();
+    finish_fetch(o, st);
+  }
+}
+
+void Cluster::finish_fetch(ObjectState* o, const Status& status) {
+  DistInfo* d = o->dist();
+  std::vector<std::function<void(const Status&)>> callbacks;
+  {
+    std::lock_guard lock(d->mutex);
+    d->fetching = false;
+    callbacks.swap(d->on_fetched);
+  }
+  for (auto& cb : callbacks) cb(status);
+  o->release();
+}
+
+void Cluster::fetch(ObjectState* o) {
+  if (t_on_progress_thread) {
+    throw Error("brisk: internal error: a blocking fetch on the progress thread");
+  }
+  struct Wait {
+    std::atomic<std::uint32_t> done{0};
+    Status status;
+  };
+  auto w = std::make_shared<Wait>();
+  fetch_async(o, [w](const Status& st) {
+    w->status = st;
+    w->done.store(1, std::memory_order_release);
+    detail::futex_wake(&w->done, 1);
+  });
+  if (w->done.load(std::memory_order_acquire) == 0) {
+    const auto until = Clock::now() + config_.spin;
+    while (w->done.load(std::memory_order_acquire) == 0 && Clock::now() < until) detail::cpu_relax();
+    if (w->done.load(std::memory_order_acquire) == 0) {
+      local_.block_begin();
+      while (w->done.load(std::memory_order_acquire) == 0) detail::futex_wait(&w->done, 0);
+      local_.block_end();
+    }
+  }
+  if (!w->status.ok()) throw Error("brisk: could not fetch object " + o->id().hex() + ": " + w->status.message());
+}
+
+// ---------------------------------------------------------------------------
+// Heartbeats, control state, timeline.
+
+void Cluster::heartbeat() {
+  NodeStatus s;
+  s.rank = self_;
+  s.total = local_.capacity();
+  s.available = local_.available();
+  const auto q = local_.queued();
+  s.queued = static_cast<std::uint32_t>(std::max<std::int64_t>(0, q));
+  s.running = static_cast<std::uint32_t>(std::max<std::int64_t>(0, local_.running()));
+  s.sequence = ++heartbeat_sequence_;
+  control_->set_node_status(s);
+}
+
+void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
+  if (payload.empty()) {
+    malformed(from, "empty control message");
+    return;
+  }
+  const auto type = std::to_integer<std::uint8_t>(payload[0]);
+  const auto body = payload.subspan(1);
+  switch (type) {
+    case kCtlState: {
+      auto result = control_->handle(from, body);
+      if (!result.ok()) {
+        malformed(from, result.status().message());
+        return;
+      }
+      apply_node_statuses(result->nodes);
+      for (auto& out : result->outgoing) {
+        std::vector<std::byte> p;
+        p.reserve(out.payload.size() + 1);
+        p.push_back(std::byte{kCtlState});
+        p.insert(p.end(), out.payload.begin(), out.payload.end());
+        send_frame(out.to, FrameKind::kControl, std::move(p));
+      }
+      return;
+    }
+    case kCtlTimelineAsk: {
+      std::vector<std::byte> p{std::byte{kCtlTimelinePart}};
+      auto events = snapshot_events();
+      p.insert(p.end(), events.begin(), events.end());
+      send_frame(from, FrameKind::kControl, std::move(p));
+      return;
+    }
+    case kCtlTimelinePart: {
+      {
+        std::lock_guard lock(timeline_mutex_);
+        timeline_parts_.emplace_back(body.begin(), body.end());
+      }
+      timeline_replies_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    default:
+      malformed(from, fmt::format("unknown control message type {}", type));
+  }
+}
+
+void Cluster::apply_node_statuses(const std::vector<NodeStatus>& statuses) {
+  if (statuses.empty()) return;
+  std::lock_guard lock(gs_mutex_);
+  for (const NodeStatus& n : statuses) {
+    if (n.rank.value < 0 || n.rank.value >= size_) continue;
+    NodeLoad& load = nodes_[static_cast<std::size_t>(n.rank.value)];
+    if (n.sequence <= load.sequence) continue;
+    load.sequence = n.sequence;
+    load.reported = static_cast<std::int64_t>(n.queued) + n.running;
+    load.assigned = 0;
+    load.alive = load.alive && n.alive;
+  }
+}
+
+std::vector<std::byte> Cluster::snapshot_events() const {
+  Writer w;
+  w(self_.value, config_.host);
+  std::vector<EventLog::ThreadEvents> threads;
+  if (events_) threads = events_->snapshot();
+  w(static_cast<std::uint64_t>(threads.size()));
+  for (const auto& t : threads) {
+    w(t.thread_name, t.thread_index, t.dropped, static_cast<std::uint64_t>(t.events.size()));
+    for (const auto& e : t.events) {
+      const std::int64_t ts = static_cast<std::int64_t>(e.ts_ns) + config_.clock_offset_ns;
+      w(ts, e.task, static_cast<std::uint8_t>(e.kind), std::string(e.name ? e.name : ""));
+    }
+  }
+  return w.take();
+}
+
+Status Cluster::write_timeline(const std::string& path) {
+  if (self_.value != 0) return failed_precondition("brisk::timeline: only rank 0 writes the merged timeline");
+  {
+    std::lock_guard lock(timeline_mutex_);
+    timeline_parts_.clear();
+  }
+  timeline_replies_.store(0);
+  for (int r = 1; r < size_; ++r) send_frame(Rank{r}, FrameKind::kControl, {std::byte{kCtlTimelineAsk}});
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (timeline_replies_.load(std::memory_order_acquire) < size_ - 1) {
+    if (Clock::now() > deadline) {
+      return unavailable(fmt::format("brisk::timeline: {} of {} ranks did not send their events within 30 s",
+                                     size_ - 1 - timeline_replies_.load(), size_ - 1));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  std::vector<RankEvents> ranks;
+  auto parse = [&](std::span<const std::byte> bytes) {
+    Reader r(bytes);
+    RankEvents re;
+    std::uint64_t nthreads = 0;
+    r(re.rank, re.host, nthreads);
+    for (std::uint64_t i = 0; i < nthreads; ++i) {
+      RankEvents::Thread t;
+      std::uint64_t n = 0;
+      r(t.name, t.index, t.dropped, n);
+      if (n > r.remaining()) throw SerializationError("event count larger than the message");
+      t.events.resize(n);
+      for (auto& e : t.events) {
+        std::uint8_t kind = 0;
+        r(e.ts_ns, e.task, kind, e.name);
+        if (kind > static_cast<std::uint8_t>(EventKind::kGet)) throw SerializationError("unknown event kind");
+        e.kind = static_cast<EventKind>(kind);
+      }
+      re.threads.push_back(std::move(t));
+    }
+    ranks.push_back(std::move(re));
+  };
+  try {
+    parse(snapshot_events());
+    std::lock_guard lock(timeline_mutex_);
+    for (const auto& part : timeline_parts_) parse(part);
+  } catch (const std::exception& e) {
+    return internal_error(fmt::format("brisk::timeline: a rank's events were malformed: {}", e.what()));
+  }
+  std::sort(ranks.begin(), ranks.end(), [](const RankEvents& a, const RankEvents& b) { return a.rank < b.rank; });
+  return write_merged_chrome_trace(path, ranks);
+}
+
+ClusterStats Cluster::stats() const {
+  ClusterStats s;
+  s.tasks_sent = tasks_sent_.load();
+  s.tasks_received = tasks_received_.load();
+  s.tasks_placed = tasks_placed_.load();
+  s.results_received = results_received_.load();
+  s.fetches = fetches_.load();
+  s.fetched_bytes = fetched_bytes_.load();
+  s.malformed = malformed_.load();
+  s.frames_sent = frames_sent_.load();
+  s.arena_used = arena_alloc_.used();
+  {
+    std::lock_guard lock(directory_mutex_);
+    s.directory = directory_.size();
+  }
+  {
+    std::lock_guard lock(held_mutex_);
+    s.held = held_.size();
+  }
+  {
+    std::lock_guard lock(pending_mutex_);
+    s.pending = pending_.size();
+  }
+  return s;
+}
+
+}  // namespace brisk

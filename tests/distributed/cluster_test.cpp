@@ -1,0 +1,283 @@
+// Multi-rank tests of the distributed runtime: run under mpirun with 2 to 6 ranks
+// (both transports). GoogleTest runs in the driver on rank 0; the other ranks serve.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "brisk/brisk.hpp"
+#include "brisk/core/detail/context.hpp"
+#include "brisk/core/frame.hpp"
+#include "brisk/runtime/cluster.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+brisk::Cluster& cluster() { return *dynamic_cast<brisk::Cluster*>(brisk::detail::context()->distributed); }
+int ranks() { return cluster().size(); }
+std::map<std::string, double> on(int r) { return {{"rank" + std::to_string(r), 1}}; }
+
+int whoami() { return brisk::rank(); }
+BRISK_REMOTE(whoami);
+
+std::uint64_t checksum(const std::vector<std::uint8_t>& v) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (std::size_t i = 0; i < v.size(); i += 4093) h = (h ^ v[i]) * 1099511628211ULL;
+  return h ^ v.size();
+}
+BRISK_REMOTE(checksum);
+
+std::vector<std::uint8_t> make_bytes(std::uint64_t n, int seed) {
+  std::vector<std::uint8_t> v(n);
+  for (std::uint64_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(i * 131 + seed);
+  return v;
+}
+BRISK_REMOTE(make_bytes);
+
+std::vector<std::uint8_t> echo(const std::vector<std::uint8_t>& v) { return v; }
+BRISK_REMOTE(echo);
+
+std::string shout(std::string s, int times) {
+  std::string out;
+  for (int i = 0; i < times; ++i) out += s;
+  return out;
+}
+BRISK_REMOTE(shout);
+
+int fails(int x) {
+  if (x > 0) throw std::runtime_error("bad input " + std::to_string(x));
+  return x;
+}
+BRISK_REMOTE(fails);
+
+int plus_one(int x) { return x + 1; }
+BRISK_REMOTE(plus_one);
+
+int nap_ms(int ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return brisk::rank();
+}
+BRISK_REMOTE(nap_ms);
+
+// Spawns a child on every rank and sums their ranks plus its own.
+int fan_out(int n) {
+  std::vector<brisk::Ref<int>> kids;
+  for (int r = 0; r < n; ++r) kids.push_back(brisk::task(whoami).resources(on(r)).remote());
+  int sum = 0;
+  for (auto& k : kids) sum += brisk::get(k);
+  return sum * 100 + brisk::rank();
+}
+BRISK_REMOTE(fan_out);
+
+// Reads a Ref handle on whatever rank it runs.
+std::uint64_t read_handle(brisk::Ref<std::vector<std::uint8_t>> ref) { return checksum(brisk::get(ref)); }
+BRISK_REMOTE(read_handle);
+
+std::uint64_t hold_ms(brisk::Ref<std::vector<std::uint8_t>> ref, int ms) {
+  const auto sum = checksum(brisk::get(ref));
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return sum;
+}
+BRISK_REMOTE(hold_ms);
+
+double widen(double x) { return x * 2; }
+BRISK_REMOTE(widen);
+
+brisk::ClusterStats stats_here() { return cluster().stats(); }
+
+struct Stats {
+  std::uint64_t arena_used, directory, held, pending, fetches, malformed, tasks_received;
+  template <class A>
+  void serialize(A& ar) {
+    ar(arena_used, directory, held, pending, fetches, malformed, tasks_received);
+  }
+};
+Stats stats_of_rank() {
+  auto s = cluster().stats();
+  return Stats{s.arena_used, s.directory, s.held, s.pending, s.fetches, s.malformed, s.tasks_received};
+}
+BRISK_REMOTE(stats_of_rank);
+
+Stats stats_on(int r) { return brisk::get(brisk::task(stats_of_rank).resources(on(r)).remote()); }
+
+// Polls until every rank holds no shared object (messages are asynchronous).
+bool all_released(std::chrono::seconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    bool clean = true;
+    for (int r = 0; r < ranks() && clean; ++r) {
+      Stats s = stats_on(r);
+      clean = s.arena_used == 0 && s.held == 0 && s.pending <= 0 && s.directory == 0;
+    }
+    if (clean) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
+}
+
+TEST(Cluster, RunsWhereTheResourceIs) {
+  for (int r = 0; r < ranks(); ++r) {
+    EXPECT_EQ(brisk::get(brisk::task(whoami).resources(on(r)).remote()), r);
+  }
+}
+
+TEST(Cluster, ValuesAroundTheInlineThresholdCrossRanksBothWays) {
+  const int a = 1 % ranks(), b = (ranks() - 1);
+  for (std::uint64_t n : {0ull, 1ull, 1000ull, 65536ull - 64, 65536ull - 8, 65536ull, 65537ull, 1ull << 20, 8ull << 20}) {
+    auto made = brisk::task(make_bytes).resources(on(a)).remote(n, 7);           // produced on a
+    auto sum = brisk::task(checksum).resources(on(b)).remote(made);             // read on b
+    auto back = brisk::task(echo).resources(on(b)).remote(made);                // returned by b
+    const auto expected = checksum(make_bytes(n, 7));
+    EXPECT_EQ(brisk::get(sum), expected) << n;
+    EXPECT_EQ(checksum(brisk::get(back)), expected) << n;
+    EXPECT_EQ(checksum(brisk::get(made)), expected) << n;
+    // A value put on rank 0 and read elsewhere.
+    auto put = brisk::put(make_bytes(n, 3));
+    EXPECT_EQ(brisk::get(brisk::task(checksum).resources(on(b)).remote(put)), checksum(make_bytes(n, 3))) << n;
+  }
+  EXPECT_TRUE(all_released(20s));
+}
+
+TEST(Cluster, StringsAndConvertedArguments) {
+  const int b = ranks() - 1;
+  auto s = brisk::task(shout).resources(on(b)).remote(std::string(70000, 'x'), 2);
+  EXPECT_EQ(brisk::get(s).size(), 140000u);
+  auto i = brisk::put(21);                                       // Ref<int> for a double parameter
+  EXPECT_EQ(brisk::get(brisk::task(widen).resources(on(b)).remote(i)), 42.0);
+}
+
+TEST(Cluster, HundredsOfMegabytes) {
+  const int a = 1 % ranks(), b = ranks() - 1;
+  const std::uint64_t n = 256ull << 20;
+  auto made = brisk::task(make_bytes).resources(on(a)).remote(n, 1);
+  auto sum = brisk::task(checksum).resources(on(b)).remote(made);
+  EXPECT_EQ(brisk::get(sum), checksum(make_bytes(n, 1)));
+  made = {};
+  sum = {};
+  EXPECT_TRUE(all_released(30s));
+}
+
+TEST(Cluster, PulledOncePerRankAndCachedWhileReferenced) {
+  const int b = ranks() - 1;
+  if (b == 0) GTEST_SKIP() << "needs two ranks";
+  auto big = brisk::put(make_bytes(1 << 20, 5));
+  const auto before = stats_on(b).fetches;
+  // A task on b keeps the object referenced there while the others read it.
+  auto holder = brisk::task(hold_ms).resources(on(b)).remote(big, 500);
+  std::vector<brisk::Ref<std::uint64_t>> sums;
+  for (int i = 0; i < 8; ++i) sums.push_back(brisk::task(checksum).resources(on(b)).remote(big));
+  for (auto& s : brisk::get(sums)) EXPECT_EQ(s, checksum(make_bytes(1 << 20, 5)));
+  EXPECT_EQ(stats_on(b).fetches - before, 1u);
+  EXPECT_EQ(brisk::get(holder), checksum(make_bytes(1 << 20, 5)));
+  big = {};
+  holder = {};
+  sums.clear();
+  EXPECT_TRUE(all_released(20s));
+}
+
+TEST(Cluster, RefHandlesAndNestedTasksAcrossRanks) {
+  const int b = ranks() - 1;
+  auto big = brisk::put(make_bytes(300000, 9));
+  EXPECT_EQ(brisk::get(brisk::task(read_handle).resources(on(b)).remote(big)), checksum(make_bytes(300000, 9)));
+  const int n = ranks();
+  const int sum = n * (n - 1) / 2;
+  EXPECT_EQ(brisk::get(brisk::task(fan_out).resources(on(b)).remote(n)), sum * 100 + b);
+  big = {};
+  EXPECT_TRUE(all_released(20s));
+}
+
+TEST(Cluster, ErrorsCrossRanks) {
+  const int b = ranks() - 1;
+  auto bad = brisk::task(fails).resources(on(b)).remote(5);
+  try {
+    brisk::get(bad);
+    FAIL() << "expected a TaskError";
+  } catch (const brisk::TaskError& e) {
+    EXPECT_EQ(e.rank(), b);
+    EXPECT_NE(std::string(e.what()).find("bad input 5"), std::string::npos) << e.what();
+    EXPECT_EQ(e.function_name(), "fails");
+  }
+  auto dependent = brisk::task(plus_one).resources(on(0)).remote(bad);
+  EXPECT_THROW(brisk::get(dependent), brisk::TaskError);
+}
+
+TEST(Cluster, WaitWithTimeoutsAcrossRanks) {
+  const int b = ranks() - 1;
+  auto slow = brisk::task(nap_ms).resources(on(b)).remote(800);
+  auto fast = brisk::task(nap_ms).resources(on(1 % ranks())).remote(1);
+  std::vector<brisk::Ref<int>> refs{slow, fast};
+  auto r = brisk::wait(refs, 1, 10s);
+  ASSERT_EQ(r.ready.size(), 1u);
+  EXPECT_TRUE(r.ready[0] == fast);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r2 = brisk::wait(refs, 2, 50ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 700ms);
+  EXPECT_EQ(r2.ready.size(), 1u);
+  EXPECT_EQ(brisk::get(slow), b);
+}
+
+int only_on_rank0(int x) { return x; }
+
+TEST(Cluster, UnknownFunctionNamesTheFunctionAndTheRank) {
+  const int b = ranks() - 1;
+  if (b == 0) GTEST_SKIP() << "needs two ranks";
+  auto r = brisk::task(only_on_rank0).resources(on(b)).remote(1);
+  try {
+    brisk::get(r);
+    FAIL() << "expected an error";
+  } catch (const brisk::TaskError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("only_on_rank0"), std::string::npos) << what;
+    EXPECT_NE(what.find("not registered on rank " + std::to_string(b)), std::string::npos) << what;
+  }
+}
+
+TEST(Cluster, MalformedFramesAreDroppedAndTheRankKeepsWorking) {
+  const int b = ranks() - 1;
+  if (b == 0) GTEST_SKIP() << "needs two ranks";
+  const auto before = stats_on(b).malformed;
+  std::vector<std::byte> garbage(40, std::byte{0x5a});
+  ASSERT_TRUE(cluster().send_raw(brisk::Rank{b}, garbage).ok());
+  auto good = brisk::encode_frame(brisk::FrameKind::kTask, std::vector<std::byte>(10, std::byte{1}));
+  ASSERT_TRUE(cluster().send_raw(brisk::Rank{b}, good).ok());                      // valid frame, bad records
+  good.resize(good.size() - 3);
+  ASSERT_TRUE(cluster().send_raw(brisk::Rank{b}, good).ok());                      // truncated
+  EXPECT_EQ(brisk::get(brisk::task(whoami).resources(on(b)).remote()), b);
+  EXPECT_GE(stats_on(b).malformed - before, 3u);
+}
+
+int spin_ms(int ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+  return brisk::rank();
+}
+BRISK_REMOTE(spin_ms);
+
+TEST(Cluster, SpillsOverToOtherRanksWhenTheQueueIsLong) {
+  std::vector<brisk::Ref<int>> refs;
+  for (int i = 0; i < 200; ++i) refs.push_back(brisk::remote(spin_ms, 2));
+  std::vector<int> where = brisk::get(refs);
+  std::set<int> used(where.begin(), where.end());
+  if (ranks() > 1) EXPECT_GT(used.size(), 1u);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A function registered on rank 0 only, as if the ranks ran different binaries.
+  const char* rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank_env) rank_env = std::getenv("PMIX_RANK");
+  if (rank_env && std::string(rank_env) == "0") {
+    brisk::detail::register_function("only_on_rank0", brisk::detail::function_address(&only_on_rank0),
+                                      brisk::detail::decoder_for<int, int>());
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return brisk::run(argc, argv, [] { return RUN_ALL_TESTS(); });
+}
