@@ -4,6 +4,7 @@
 
 #include "brisk/core/api.hpp"
 #include "brisk/core/detail/context.hpp"
+#include "brisk/core/detail/distributed.hpp"
 #include "brisk/core/detail/task.hpp"
 
 namespace brisk::detail {
@@ -106,10 +107,13 @@ namespace brisk {
 Status timeline(const std::string& path) {
   detail::RuntimeContext& ctx = detail::require_context("brisk::timeline");
   if (!ctx.events) return failed_precondition("brisk::timeline: the event log is off (--brisk-events=off)");
+  if (ctx.distributed && ctx.rank == 0) return ctx.distributed->write_timeline(path);
   return ctx.events->write_chrome_trace(path, ctx.rank);
 }
 
 int rank() { return detail::require_context("brisk::rank").rank; }
+
+int size() { return detail::require_context("brisk::size").size; }
 
 const std::vector<std::string>& program_args() {
   return detail::require_context("brisk::program_args").program_args;

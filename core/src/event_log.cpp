@@ -93,6 +93,38 @@ void EventLog::set_thread_name(std::string name) {
   r->name = std::move(name);
 }
 
+std::vector<EventLog::Event> EventLog::read_new(std::vector<std::uint64_t>& cursors, std::size_t max,
+                                                 std::uint64_t* missed) const {
+  std::lock_guard lock(mutex_);
+  std::vector<Event> out;
+  if (cursors.size() < rings_.size()) cursors.resize(rings_.size(), 0);
+  for (std::size_t i = 0; i < rings_.size() && out.size() < max; ++i) {
+    const Ring& r = *rings_[i];
+    const std::uint64_t head = r.head.load(std::memory_order_acquire);
+    const std::uint64_t cap = r.slots.size();
+    std::uint64_t from = cursors[i];
+    if (head > cap && from < head - cap + 1) {
+      if (missed) *missed += head - cap + 1 - from;
+      from = head - cap + 1;  // the oldest slot may be in the middle of a rewrite
+    }
+    std::uint64_t to = std::min<std::uint64_t>(head, from + (max - out.size()));
+    for (std::uint64_t k = from; k < to; ++k) {
+      const Ring::Slot& s = r.slots[k & r.mask];
+      out.push_back(Event{s.ts.load(std::memory_order_relaxed), s.task.load(std::memory_order_relaxed),
+                          s.name.load(std::memory_order_relaxed), s.kind.load(std::memory_order_relaxed)});
+    }
+    // Slots rewritten while we read them are unreliable: drop them.
+    const std::uint64_t head2 = r.head.load(std::memory_order_acquire);
+    if (head2 > cap && head2 - cap + 1 > from) {
+      const std::uint64_t bad = std::min<std::uint64_t>(head2 - cap + 1 - from, to - from);
+      out.erase(out.end() - static_cast<std::ptrdiff_t>(to - from), out.end() - static_cast<std::ptrdiff_t>(to - from - bad));
+      if (missed) *missed += bad;
+    }
+    cursors[i] = to;
+  }
+  return out;
+}
+
 std::vector<EventLog::ThreadEvents> EventLog::snapshot() const {
   std::lock_guard lock(mutex_);
   std::vector<ThreadEvents> out;

@@ -289,8 +289,12 @@ std::optional<std::string> apply_heartbeat_ms(std::string_view v, Options& o) {
   return std::nullopt;
 }
 
+std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
+  return apply_count(v, o.shard_events, 1 << 20);
+}
+
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 19> kSpecs = {{
+constexpr std::array<OptionSpec, 20> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -350,6 +354,10 @@ constexpr std::array<OptionSpec, 19> kSpecs = {{
     {"brisk-heartbeat-ms", "BRISK_HEARTBEAT_MS", "MS", "10",
      "expected an integer number of milliseconds from 1 to 60000",
      "How often a rank publishes its load to the control state.", apply_heartbeat_ms},
+    {"brisk-shard-events", "BRISK_SHARD_EVENTS", "N", "256", "expected an integer from 0 to 1048576",
+     "Task events each rank sends to the control state's event log per heartbeat (the rest "
+     "stay in the rank's own log, which the timeline reads); 0 = none.",
+     apply_shard_events},
 }};
 
 const OptionSpec* find_spec(std::string_view name) {

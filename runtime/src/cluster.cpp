@@ -397,9 +397,25 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
       }
       return;
     }
+    // Lineage goes to the control state (batched, off this path); the owner updates
+    // it with the executor when the result comes and forgets it with the object.
+    LineageRecord lineage;
+    lineage.task = id;
+    lineage.function = task->function();
+    lineage.owner = self_;
+    lineage.executor = for_placement ? self_ : to;
+    lineage.args.reserve(args.size());
+    for (ObjectState* o : args) lineage.args.push_back(o->id());
+    control_->add_lineage(lineage);
+    ObjectState* result = task->take_result();
+    {
+      DistInfo& d = result->ensure_dist();
+      std::lock_guard lock(d.mutex);
+      d.lineage = true;
+    }
     {
       std::lock_guard lock(pending_mutex_);
-      pending_.emplace(id, Pending{task->take_result(), task->name()});
+      pending_.emplace(id, Pending{result, task->name(), std::move(lineage)});
     }
     delete task;  // drops the arguments; lent references stay counted on their objects
     tasks_sent_.fetch_add(1, std::memory_order_relaxed);
@@ -585,8 +601,9 @@ void Cluster::forward_result(Rank owner, TaskId task, ObjectState* result) noexc
       } else {
         {
           std::lock_guard lock(held_mutex_);
-          held_[id] = Held{copy->offset};
+          held_[id] = Held{copy->offset, copy->length};
         }
+        control_->add_object(ObjectRecord{id, self_, copy->length, false});
         w(detail::kObjRemote, id.hi, id.lo, owner.value, self_.value, *copy);
       }
     }
@@ -624,6 +641,10 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
     pending_.erase(it);
   }
   results_received_.fetch_add(1, std::memory_order_relaxed);
+  if (p.lineage.executor != from) {
+    p.lineage.executor = from;
+    control_->add_lineage(p.lineage);
+  }
   ObjectState* o = p.result;
   try {
     std::uint8_t form = 0;
@@ -759,14 +780,19 @@ void Cluster::encode_object(Writer& w, ObjectState* o, Rank) {
       return;
     }
     DistInfo& nd = o->ensure_dist();
-    std::lock_guard lock(nd.mutex);
-    if (nd.exported) {
-      arena_alloc_.free(copy->offset);  // another thread exported it meanwhile
-      copy = nd.exported;
-    } else {
-      nd.exported = copy;
-      nd.owner = self_;
+    bool fresh = false;
+    {
+      std::lock_guard lock(nd.mutex);
+      if (nd.exported) {
+        arena_alloc_.free(copy->offset);  // another thread exported it meanwhile
+        copy = nd.exported;
+      } else {
+        nd.exported = copy;
+        nd.owner = self_;
+        fresh = true;
+      }
     }
+    if (fresh) control_->add_object(ObjectRecord{id, self_, copy->length, false});
   }
   // Lend one reference to whoever decodes this; they give it back when done.
   remember(o);
@@ -863,16 +889,7 @@ void Cluster::handle_refcount(Rank from, std::span<const std::byte> record) {
       }
       for (std::uint64_t i = 0; i < count; ++i) o->release();
     } else if (op == kRefFree) {
-      std::optional<std::uint64_t> offset;
-      {
-        std::lock_guard lock(held_mutex_);
-        auto it = held_.find(id);
-        if (it != held_.end()) {
-          offset = it->second.offset;
-          held_.erase(it);
-        }
-      }
-      if (offset) arena_alloc_.free(*offset);
+      release_held(id);
     } else {
       malformed(from, fmt::format("unknown reference-count op {}", op));
     }
@@ -894,16 +911,7 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
     for (const auto& [lender, n] : d->borrowed) drop_borrow(Rank{lender}, id, n);
     for (int holder : d->holders) {
       if (holder == self_.value) {
-        std::optional<std::uint64_t> offset;
-        {
-          std::lock_guard lock(held_mutex_);
-          auto it = held_.find(id);
-          if (it != held_.end()) {
-            offset = it->second.offset;
-            held_.erase(it);
-          }
-        }
-        if (offset) arena_alloc_.free(*offset);
+        release_held(id);
       } else {
         Writer w;
         w(kRefFree, id.hi, id.lo);
@@ -914,7 +922,26 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
     std::fprintf(stderr, "brisk: rank %d: could not return references of object %s: %s\n", self_.value,
                  id.hex().c_str(), e.what());
   }
-  if (d->exported) arena_alloc_.free(d->exported->offset);
+  if (d->exported) {
+    arena_alloc_.free(d->exported->offset);
+    control_->add_object(ObjectRecord{id, self_, d->exported->length, true});
+  }
+  if (d->lineage || !d->holders.empty() || d->exported) control_->forget(id);
+}
+
+void Cluster::release_held(ObjectId id) {
+  std::optional<Held> held;
+  {
+    std::lock_guard lock(held_mutex_);
+    auto it = held_.find(id);
+    if (it != held_.end()) {
+      held = it->second;
+      held_.erase(it);
+    }
+  }
+  if (!held) return;
+  arena_alloc_.free(held->offset);
+  control_->add_object(ObjectRecord{id, self_, held->length, true});
 }
 
 void Cluster::fetch_async(ObjectState* o, std::function<void(const Status&)> done) {
@@ -1046,6 +1073,13 @@ void Cluster::heartbeat() {
   s.running = static_cast<std::uint32_t>(std::max<std::int64_t>(0, local_.running()));
   s.sequence = ++heartbeat_sequence_;
   control_->set_node_status(s);
+  if (events_ && config_.shard_events > 0) {
+    for (const EventLog::Event& e : events_->read_new(event_cursors_, static_cast<std::size_t>(config_.shard_events), &events_missed_)) {
+      control_->add_event(EventRecord{self_, e.task, static_cast<std::uint8_t>(e.kind),
+                                      static_cast<std::uint64_t>(static_cast<std::int64_t>(e.ts_ns) + config_.clock_offset_ns),
+                                      e.name ? e.name : ""});
+    }
+  }
 }
 
 void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {

@@ -29,6 +29,10 @@ void ControlPlane::set_node_status(const NodeStatus& status) {
   std::lock_guard lock(mutex_);
   client_.set_node_status(status);
 }
+void ControlPlane::add_event(const EventRecord& event) {
+  std::lock_guard lock(mutex_);
+  client_.add_event(event);
+}
 void ControlPlane::subscribe_nodes() {
   std::lock_guard lock(mutex_);
   client_.subscribe(Channel::nodes());

@@ -181,6 +181,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     cc.spin = options.idle == IdleMode::kSleep ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(options.spin);
     cc.clock_offset_ns = offset;
     cc.host = topology->hostname();
+    cc.shard_events = options.shard_events;
     cluster = std::make_unique<Cluster>(*wire.transport, node.scheduler(), node.events(), wire.arena,
                                         std::move(wire.registration), cc);
     for (const FunctionInfo* f : registered_functions()) {

@@ -14,6 +14,7 @@
 #include "brisk/core/detail/context.hpp"
 #include "brisk/core/frame.hpp"
 #include "brisk/runtime/cluster.hpp"
+#include "brisk/runtime/control_plane.hpp"
 
 namespace {
 
@@ -250,6 +251,46 @@ TEST(Cluster, MalformedFramesAreDroppedAndTheRankKeepsWorking) {
   ASSERT_TRUE(cluster().send_raw(brisk::Rank{b}, good).ok());                      // truncated
   EXPECT_EQ(brisk::get(brisk::task(whoami).resources(on(b)).remote()), b);
   EXPECT_GE(stats_on(b).malformed - before, 3u);
+}
+
+// Polls `check` on control shard 0 (on rank 0 in these jobs) for up to `limit`.
+template <class F>
+bool shard_eventually(F&& check, std::chrono::seconds limit = 5s) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    bool ok = false;
+    cluster().control()->with_shard(0, [&](const brisk::ControlShard& s) { ok = check(s); });
+    if (ok) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+TEST(Cluster, ControlStateHoldsNodesFunctionsLineageAndLocations) {
+  const int b = ranks() - 1;
+  if (b == 0) GTEST_SKIP() << "needs two ranks";
+  const auto fn = brisk::FunctionId::from_name("make_bytes", 10);
+  EXPECT_TRUE(shard_eventually([&](const brisk::ControlShard& s) {
+    return s.num_nodes() == static_cast<std::size_t>(ranks()) && s.function_ranks(fn).size() == static_cast<std::size_t>(ranks());
+  }));
+  auto big = brisk::task(make_bytes).resources(on(b)).remote(1 << 20, 2);
+  brisk::wait(std::vector<brisk::Ref<std::vector<std::uint8_t>>>{big}, 1);
+  const brisk::TaskId task{{big.id().hi, big.id().lo}};
+  EXPECT_TRUE(shard_eventually([&](const brisk::ControlShard& s) {
+    const brisk::LineageRecord* l = s.task(task);
+    auto where = s.object_locations(big.id());
+    return l && l->executor == brisk::Rank{b} && l->owner == brisk::Rank{0} &&
+           where == std::vector<brisk::Rank>{brisk::Rank{b}};
+  })) << "lineage and location of a remote result";
+  EXPECT_TRUE(shard_eventually([&](const brisk::ControlShard& s) {
+    for (const auto& e : s.events()) {
+      if (e.rank == brisk::Rank{b} && e.name == "make_bytes") return true;
+    }
+    return false;
+  })) << "rank " << b << "'s task events in the control state's event log";
+  big = {};
+  EXPECT_TRUE(shard_eventually([&](const brisk::ControlShard& s) { return !s.task(task) && !s.has_object(brisk::ObjectId::returned_by(task)); }))
+      << "forgotten once freed";
 }
 
 int spin_ms(int ms) {

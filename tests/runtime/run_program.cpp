@@ -4,6 +4,9 @@
 #include <brisk/brisk.hpp>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <vector>
 #include <stdexcept>
 #include <string>
 
@@ -23,9 +26,35 @@ int main(int argc, char** argv) {
         return 10;
       }
     }
+    // Half the squares pinned round-robin to every rank, half placed by the runtime.
+    std::vector<brisk::Ref<int>> refs;
+    for (int i = 0; i < 100; ++i) {
+      if (i % 2) {
+        refs.push_back(brisk::remote(square, i));
+      } else {
+        refs.push_back(brisk::task(square).resources({{"rank" + std::to_string(i / 2 % brisk::size()), 1}}).remote(i));
+      }
+    }
     int s = 0;
-    for (int i = 0; i < 100; ++i) s += brisk::get(brisk::remote(square, i));
+    for (int v : brisk::get(refs)) s += v;
     std::printf("sum of squares %d\n", s);
+    for (const auto& a : brisk::program_args()) {
+      if (a.rfind("--timeline-now=", 0) != 0) continue;
+      const std::string path = a.substr(15);
+      brisk::Status st = brisk::timeline(path);
+      if (!st.ok()) {
+        std::printf("timeline failed: %s\n", st.message().c_str());
+        return 12;
+      }
+      std::ifstream in(path);
+      std::stringstream text;
+      text << in.rdbuf();
+      const std::string all = text.str();
+      int rows = 0, tasks = 0;
+      for (std::size_t p = all.find("\"process_name\""); p != std::string::npos; p = all.find("\"process_name\"", p + 1)) ++rows;
+      for (std::size_t p = all.find("\"ph\":\"X\""); p != std::string::npos; p = all.find("\"ph\":\"X\"", p + 1)) ++tasks;
+      std::printf("timeline rows %d of %d ranks, %d tasks\n", rows, brisk::size(), tasks);
+    }
     return s == 328350 ? code : 11;
   });
 }

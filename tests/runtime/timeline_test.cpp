@@ -84,4 +84,24 @@ TEST_F(NoEventsTest, TimelineIsAnErrorWhenEventsAreOff) {
   EXPECT_FALSE(brisk::timeline(::testing::TempDir() + "/none.json").ok());
 }
 
+TEST(EventLogTest, ReadNewReturnsEachEventOnceAndCountsOverwrittenOnes) {
+  brisk::EventLog log(16);
+  std::vector<std::uint64_t> cursors;
+  std::uint64_t missed = 0;
+  for (std::uint64_t i = 0; i < 5; ++i) log.record(brisk::EventKind::kStart, i, "t");
+  auto first = log.read_new(cursors, 3, &missed);
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first[0].task, 0u);
+  auto second = log.read_new(cursors, 100, &missed);
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_EQ(second[1].task, 4u);
+  EXPECT_TRUE(log.read_new(cursors, 100, &missed).empty());
+  EXPECT_EQ(missed, 0u);
+  for (std::uint64_t i = 0; i < 40; ++i) log.record(brisk::EventKind::kEnd, 100 + i, "t");  // wraps the ring
+  auto third = log.read_new(cursors, 100, &missed);
+  EXPECT_GT(missed, 0u);
+  EXPECT_EQ(third.size() + missed, 40u);
+  EXPECT_EQ(third.back().task, 139u);
+}
+
 }  // namespace

@@ -271,12 +271,15 @@ Ref<std::remove_cvref_t<T>> put(T&& value) {
 
 // timeline(path)
 //
-// Writes a Chrome trace JSON (open it in Perfetto) of this rank's task events so far:
-// one row per worker thread. Needs the event log on (the default).
+// Writes a Chrome trace JSON (open it in Perfetto) of the task events so far: one
+// process row per rank, one thread row per worker thread. Called on rank 0 (the
+// driver) it gathers every rank's events; elsewhere it writes that rank's only.
+// Needs the event log on (the default).
 Status timeline(const std::string& path);
 
-// The rank this code runs on.
+// The rank this code runs on, and the number of ranks in the job.
 int rank();
+int size();
 
 // The arguments of the program without brisk's --brisk-* options (argv[0] first).
 const std::vector<std::string>& program_args();

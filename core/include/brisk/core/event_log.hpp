@@ -51,6 +51,11 @@ class EventLog {
   void set_thread_name(std::string name);
 
   std::vector<ThreadEvents> snapshot() const;
+  // Events recorded since the last call with the same `cursors` (one position per
+  // thread, grown as threads appear), at most `max` of them, oldest first per
+  // thread; events overwritten before they were read are skipped and counted in
+  // `*missed`. For shipping the log elsewhere in increments.
+  std::vector<Event> read_new(std::vector<std::uint64_t>& cursors, std::size_t max, std::uint64_t* missed) const;
   // Writes a Chrome trace of everything recorded so far. pid = rank.
   Status write_chrome_trace(const std::string& path, int rank) const;
 

@@ -89,6 +89,10 @@ struct Options {
   // --brisk-heartbeat-ms / BRISK_HEARTBEAT_MS: how often a rank publishes its load
   // to the control state.
   int heartbeat_ms = 10;
+  // --brisk-shard-events / BRISK_SHARD_EVENTS: task events each rank sends to the
+  // control state's event log per heartbeat (the rest stay in the rank's own log,
+  // which the timeline reads); 0 = none.
+  int shard_events = 256;
 };
 
 // The result of parse_options.

@@ -81,6 +81,7 @@ class Cluster final : public detail::Executor,
     // by all ranks (system clock), for the merged timeline.
     std::int64_t clock_offset_ns = 0;
     std::string host;
+    int shard_events = 256;  // events sent to the control state per heartbeat
   };
 
   // `arena` is registered with `transport` through `arena_registration`.
@@ -113,7 +114,7 @@ class Cluster final : public detail::Executor,
 
   // Writes one Chrome trace with every rank's events (one process row per rank).
   // Rank 0 only; the other ranks answer through their progress threads.
-  Status write_timeline(const std::string& path);
+  Status write_timeline(const std::string& path) override;
 
   ClusterStats stats() const;
   // Sends `bytes` to `to` exactly as given (tests of the receiving side's checks).
@@ -127,9 +128,11 @@ class Cluster final : public detail::Executor,
   struct Pending {
     detail::ObjectState* result;  // one reference held
     const char* name;
+    LineageRecord lineage;        // updated with the executor when the result comes
   };
   struct Held {
     std::uint64_t offset;
+    std::uint64_t length;
   };
   struct NodeLoad {
     std::map<std::string, double> capacity;
@@ -163,6 +166,7 @@ class Cluster final : public detail::Executor,
   std::optional<detail::RemoteCopy> export_object(detail::ObjectState* object);
   void remember(detail::ObjectState* object);  // into the directory
   void drop_borrow(Rank lender, ObjectId id, std::uint64_t count);
+  void release_held(ObjectId id);
   void finish_fetch(detail::ObjectState* object, const Status& status);
   void heartbeat();
   void apply_node_statuses(const std::vector<NodeStatus>& statuses);
@@ -196,6 +200,8 @@ class Cluster final : public detail::Executor,
   std::vector<NodeLoad> nodes_;
   bool is_scheduler_ = false;
   std::uint64_t heartbeat_sequence_ = 0;
+  std::vector<std::uint64_t> event_cursors_;  // progress thread only
+  std::uint64_t events_missed_ = 0;
 
   // Timeline collection on rank 0.
   std::mutex timeline_mutex_;

@@ -29,6 +29,7 @@ class ControlPlane {
   void forget(ObjectId object);
   void add_function(const FunctionRecord& record);
   void set_node_status(const NodeStatus& status);
+  void add_event(const EventRecord& event);
   // Node statuses from every shard, now and on every change.
   void subscribe_nodes();
 

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -61,6 +62,7 @@ struct DistInfo {
   Rank owner;                      // the rank whose ObjectState is authoritative
   bool proxy = false;              // this state stands for another rank's object
   bool in_directory = false;       // registered in the runtime's id -> state map
+  bool lineage = false;            // its task's lineage is in the control state
   std::optional<RemoteCopy> copy;  // where the value can be pulled from
   // Proxy: references lent to this rank, per lender rank, returned on destruction.
   std::vector<std::pair<int, std::uint64_t>> borrowed;
@@ -109,6 +111,8 @@ class Distributed {
   // The last reference to an object with DistInfo is gone: return borrowed
   // references, free exported copies. The state is deleted right after.
   virtual void on_destroy(ObjectState* object) noexcept = 0;
+  // brisk::timeline on rank 0: one trace with every rank's events.
+  virtual Status write_timeline(const std::string& path) = 0;
 };
 
 // Reads the ErrorInfo written by write_error_info.
