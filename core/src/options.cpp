@@ -277,7 +277,7 @@ std::optional<std::string> apply_arena_bytes(std::string_view v, Options& o) {
   std::string reason;
   const auto n = parse_size_impl(v, &reason);
   if (!n) return reason;
-  if (*n < (std::size_t{1} << 20)) return "expected a size of at least 1M";
+  if (*n != 0 && *n < (std::size_t{1} << 20)) return "expected 0 (automatic) or a size of at least 1M";
   o.arena_bytes = *n;
   return std::nullopt;
 }
@@ -347,9 +347,10 @@ constexpr std::array<OptionSpec, 20> kSpecs = {{
      "A rank sends ready tasks to a global scheduler once more than N wait in its local "
      "queue; 0 = 2 per worker.",
      apply_spill_queue},
-    {"brisk-arena-bytes", "BRISK_ARENA_BYTES", "SIZE", "1G", "expected a size of at least 1M",
-     "Registered memory per rank that peers pull large objects from (virtual; pages are "
-     "used as objects need them).",
+    {"brisk-arena-bytes", "BRISK_ARENA_BYTES", "SIZE", "0", "expected 0 (automatic) or a size of at least 1M",
+     "Registered memory per rank that peers pull large objects from; an object that does "
+     "not fit travels inside the message. 0 = 1G with ucx, 256M with mpi (Open MPI fills "
+     "the window at start, about 1 s per GiB).",
      apply_arena_bytes},
     {"brisk-heartbeat-ms", "BRISK_HEARTBEAT_MS", "MS", "10",
      "expected an integer number of milliseconds from 1 to 60000",

@@ -57,6 +57,9 @@ struct Wire {
 
 StatusOr<Wire> make_wire(const Options& options, const Topology& topology) {
   Wire w;
+  const std::size_t arena_bytes = options.arena_bytes ? options.arena_bytes
+                                  : options.transport == TransportKind::kUcx ? (std::size_t{1} << 30)
+                                                                             : (std::size_t{256} << 20);
   if (options.transport == TransportKind::kUcx) {
 #if BRISK_HAVE_UCX
     auto t = UcxTransport::create();
@@ -64,14 +67,14 @@ StatusOr<Wire> make_wire(const Options& options, const Topology& topology) {
     UcxTransport* ucx = t->get();
     w.barrier = [ucx] { ucx->barrier(); };
     w.transport = std::move(t).value();
-    w.mapped = std::make_unique<MappedArena>(options.arena_bytes);
+    w.mapped = std::make_unique<MappedArena>(arena_bytes);
     w.arena = w.mapped->span();
-    if (w.arena.empty()) return resource_exhausted(fmt::format("cannot map an arena of {} bytes", options.arena_bytes));
+    if (w.arena.empty()) return resource_exhausted(fmt::format("cannot map an arena of {} bytes", arena_bytes));
 #else
     return failed_precondition("--brisk-transport=ucx: this brisk was built without UCX (BRISK_ENABLE_UCX)");
 #endif
   } else {
-    auto t = MpiTransport::create(options.arena_bytes);
+    auto t = MpiTransport::create(arena_bytes);
     if (!t.ok()) return t.status();
     MpiTransport* mpi = t->get();
     w.barrier = [mpi] { mpi->barrier(); };

@@ -84,8 +84,10 @@ struct Options {
   // scheduler once more than this many wait in its local queue; 0 = 2 per worker.
   int spill_queue = 0;
   // --brisk-arena-bytes / BRISK_ARENA_BYTES: registered memory per rank from which
-  // peers pull objects larger than the inline size.
-  std::size_t arena_bytes = std::size_t{1} << 30;
+  // peers pull objects larger than the inline size (an object that does not fit
+  // travels inside the message instead); 0 = 1 GiB with ucx (virtual memory), 256 MiB
+  // with mpi (Open MPI fills the window's pages at start, about 1 s per GiB).
+  std::size_t arena_bytes = 0;
   // --brisk-heartbeat-ms / BRISK_HEARTBEAT_MS: how often a rank publishes its load
   // to the control state.
   int heartbeat_ms = 10;
