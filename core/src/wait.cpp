@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "brisk/core/api.hpp"
+#include "brisk/core/detail/distributed.hpp"
 #include "brisk/core/detail/futex.hpp"
 
 namespace brisk::detail {
@@ -16,10 +17,15 @@ using Clock = std::chrono::steady_clock;
 
 // Spins until pred() or the deadline; yields now and then so that spinning threads
 // oversubscribed on few cores let the thread they wait for run.
+// In a multi-rank job the spinning thread also polls the transport, so that the
+// message it waits for is handled here instead of waking another thread.
 template <class Pred>
 bool spin_until(Pred pred, Clock::time_point deadline) {
+  RuntimeContext* ctx = context();
+  Distributed* net = ctx ? ctx->distributed : nullptr;
   for (unsigned i = 0;; ++i) {
     if (pred()) return true;
+    if ((i & 15) == 15 && net) net->poll();
     if ((i & 63) == 63) {
       if (Clock::now() >= deadline) return pred();
       if ((i & 1023) == 1023) sched_yield();

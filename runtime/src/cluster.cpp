@@ -27,11 +27,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A batch flushes at once when it reaches this size, or when the previous flush to
-// the same rank was longer ago than kBurstWindow (an isolated message goes out at
-// once; a burst is gathered and flushed by the progress thread).
+// A message to a rank goes out at once unless kBurstSends messages already went to
+// that rank within the current kBurstWindow: then it joins a batch that the next
+// poll or the progress thread flushes (or that goes at kBatchBytes). Isolated and
+// ping-pong traffic is never delayed; a burst is sent in few large frames.
 constexpr std::size_t kBatchBytes = 64 * 1024;
 constexpr auto kBurstWindow = std::chrono::microseconds(20);
+constexpr int kBurstSends = 4;
 
 // kControl payloads start with one of these.
 enum : std::uint8_t {
@@ -86,7 +88,8 @@ std::shared_ptr<ErrorInfo> make_error(ErrorKind kind, std::string message, std::
 struct Cluster::Outbox {
   std::mutex mutex;
   std::vector<std::byte> batch[3];  // kTask, kResult, kRefCount
-  Clock::time_point last_flush{};
+  Clock::time_point window_start{};
+  int sent_in_window = 0;
   static int slot(FrameKind kind) {
     switch (kind) {
       case FrameKind::kTask: return 0;
@@ -179,8 +182,12 @@ void Cluster::progress_main() {
   Clock::time_point next_heartbeat = Clock::now();
   std::chrono::microseconds nap{20};
   while (running_.load(std::memory_order_acquire)) {
-    int n = transport_.progress();
-    n += flush_outboxes(false);
+    int n = 0;
+    if (progress_mutex_.try_lock()) {
+      n = transport_.progress();
+      n += flush_outboxes(false);
+      progress_mutex_.unlock();
+    }
     const Clock::time_point now = Clock::now();
     if (now >= next_heartbeat) {
       heartbeat();
@@ -200,10 +207,8 @@ void Cluster::progress_main() {
       nap = std::chrono::microseconds(20);
       continue;
     }
-    if (now - last_activity < config_.spin) {
-      detail::cpu_relax();
-      continue;
-    }
+    // Idle: yield rather than spin, so that a driver or worker sharing the core
+    // (which polls the transport itself while it waits) gets it at once.
     if (now - last_activity < config_.spin * 4) {
       sched_yield();
       continue;
@@ -219,17 +224,28 @@ void Cluster::progress_main() {
   t_on_progress_thread = false;
 }
 
+int Cluster::poll() noexcept {
+  if (!running_.load(std::memory_order_relaxed) || !progress_mutex_.try_lock()) return 0;
+  const bool was = t_on_progress_thread;
+  t_on_progress_thread = true;  // handlers run here: no blocking calls
+  int n = transport_.progress();
+  n += flush_outboxes(false);
+  t_on_progress_thread = was;
+  progress_mutex_.unlock();
+  return n;
+}
+
 int Cluster::flush_outboxes(bool all) {
   if (!all && !deferred_.exchange(false, std::memory_order_acq_rel)) return 0;
   int sent = 0;
   const auto now = Clock::now();
+  (void)now;
   for (int r = 0; r < size_; ++r) {
     Outbox& ob = *outboxes_[static_cast<std::size_t>(r)];
     std::lock_guard lock(ob.mutex);
     for (int k = 0; k < 3; ++k) {
       if (ob.batch[k].empty()) continue;
       send_frame(Rank{r}, Outbox::kind_of(k), std::exchange(ob.batch[k], {}));
-      ob.last_flush = now;
       ++sent;
     }
   }
@@ -242,9 +258,13 @@ void Cluster::post(Rank to, FrameKind kind, std::span<const std::byte> record) {
   std::lock_guard lock(ob.mutex);
   auto& batch = ob.batch[Outbox::slot(kind)];
   append_record(batch, record);
-  if (batch.size() >= kBatchBytes || now - ob.last_flush > kBurstWindow || !running_.load(std::memory_order_relaxed)) {
+  if (now - ob.window_start > kBurstWindow) {
+    ob.window_start = now;
+    ob.sent_in_window = 0;
+  }
+  if (batch.size() >= kBatchBytes || ob.sent_in_window < kBurstSends || !running_.load(std::memory_order_relaxed)) {
     send_frame(to, kind, std::exchange(batch, {}));
-    ob.last_flush = now;
+    ++ob.sent_in_window;
     return;
   }
   deferred_.store(true, std::memory_order_seq_cst);
@@ -304,16 +324,47 @@ void Cluster::handle_message(Rank from, std::span<const std::byte> bytes) {
 void Cluster::submit(TaskBase* task) noexcept {
   if (size_ > 1 && !task->placed()) {
     const auto* demand = task->resources();
-    if (demand && !local_.can_ever_run(*demand)) {
-      ship(task, config_.roles.scheduler_for(self_), true);
-      return;
-    }
-    if (local_.queued() >= config_.spill_queue) {
-      ship(task, config_.roles.scheduler_for(self_), true);
-      return;
+    const bool must_move = demand && !local_.can_ever_run(*demand);
+    if (must_move || local_.queued() >= config_.spill_queue) {
+      const Rank gs = config_.roles.scheduler_for(self_);
+      if (gs != self_) {
+        ship(task, gs, true);
+        return;
+      }
+      // This rank is the global scheduler: place before encoding anything.
+      static const std::map<std::string, double> kNone;
+      const Rank to = choose_node(demand ? *demand : kNone, locality_hints(task));
+      if (to.value < 0) {
+        task->cancel(make_error(ErrorKind::kInfeasible, "no live rank can meet its resource demand", task->name(),
+                                self_.value));
+        delete task;
+        return;
+      }
+      tasks_placed_.fetch_add(1, std::memory_order_relaxed);
+      if (to != self_) {
+        ship(task, to, false);
+        return;
+      }
     }
   }
   run_here(task);
+}
+
+std::vector<std::pair<int, std::uint64_t>> Cluster::locality_hints(TaskBase* task) const {
+  std::vector<ObjectState*> args;
+  task->arg_objects(args);
+  std::vector<std::pair<int, std::uint64_t>> hints;
+  for (ObjectState* o : args) {
+    if (o->has_error() || o->bytes() <= config_.inline_bytes) continue;
+    DistInfo* d = o->dist();
+    int holder = self_.value;
+    if (o->residency() == Residency::kRemote && d) {
+      std::lock_guard lock(d->mutex);
+      if (d->copy) holder = d->copy->region.owner.value;
+    }
+    hints.emplace_back(holder, o->bytes());
+  }
+  return hints;
 }
 
 void Cluster::run_here(TaskBase* task) noexcept {
@@ -371,18 +422,7 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
     // Where the arguments' bytes are, for placement by locality.
     std::vector<ObjectState*> args;
     task->arg_objects(args);
-    std::vector<std::pair<int, std::uint64_t>> hints;
-    for (ObjectState* o : args) {
-      if (o->has_error() || o->bytes() <= config_.inline_bytes) continue;
-      DistInfo* d = o->dist();
-      int holder = self_.value;
-      if (o->residency() == Residency::kRemote && d) {
-        std::lock_guard lock(d->mutex);
-        if (d->copy) holder = d->copy->region.owner.value;
-      }
-      hints.emplace_back(holder, o->bytes());
-    }
-    w(hints);
+    w(locality_hints(task));
     if (!task->encode_args(w, *this, to)) {
       // A converted argument must be resident here first.
       std::vector<ObjectState*> remote;
@@ -452,8 +492,10 @@ Rank Cluster::choose_node(const std::map<std::string, double>& demand,
     }
     if (!fits) continue;
     // Load per core, less a bonus for the argument bytes already there: a node
-    // holding the arguments wins unless it has a full core's worth more work.
-    double score = static_cast<double>(n.reported + n.assigned) / n.cpus;
+    // holding the arguments wins unless it has a full core's worth more work. This
+    // rank's own load is known exactly.
+    const std::int64_t load = r == self_.value ? local_.queued() + local_.running() : n.reported + n.assigned;
+    double score = static_cast<double>(load) / n.cpus;
     std::uint64_t local_bytes = 0, total_bytes = 0;
     for (const auto& [holder, bytes] : hints) {
       total_bytes += bytes;

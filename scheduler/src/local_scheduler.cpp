@@ -1,5 +1,7 @@
 #include "brisk/scheduler/local_scheduler.hpp"
 
+#include "brisk/core/detail/distributed.hpp"
+
 #include <fmt/format.h>
 #include <sched.h>
 
@@ -307,12 +309,17 @@ void LocalScheduler::idle(Worker* w) noexcept {
     spinners_.fetch_add(1, std::memory_order_seq_cst);
     const bool forever = config_.idle == IdleMode::kSpin;
     const Clock::time_point deadline = Clock::now() + config_.spin;
+    // In a multi-rank job a spinning worker also polls the transport: a task that
+    // arrives is then taken by a thread that is awake (and pushed on its own deque).
+    detail::RuntimeContext* ctx = detail::context();
+    detail::Distributed* net = ctx ? ctx->distributed : nullptr;
     bool found = false;
     for (unsigned i = 1;; ++i) {
       if (has_work() || stopping_.load(std::memory_order_relaxed)) {
         found = true;
         break;
       }
+      if ((i & 15) == 0 && net && net->poll() > 0) continue;
       if ((i & 255) == 0) {
         sched_yield();
         if (!forever && Clock::now() >= deadline) break;

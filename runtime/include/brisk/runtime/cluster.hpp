@@ -106,6 +106,7 @@ class Cluster final : public detail::Executor,
   void fetch(detail::ObjectState* object) override;
   void fetch_async(detail::ObjectState* object, std::function<void(const Status&)> done) override;
   void on_destroy(detail::ObjectState* object) noexcept override;
+  int poll() noexcept override;
 
   // --- detail::ObjectCodec / ObjectResolver ---
   void encode_object(Writer& w, detail::ObjectState* object, Rank to) override;
@@ -156,6 +157,7 @@ class Cluster final : public detail::Executor,
   void malformed(Rank from, const std::string& why);
 
   void run_here(detail::TaskBase* task) noexcept;
+  std::vector<std::pair<int, std::uint64_t>> locality_hints(detail::TaskBase* task) const;
   void ship(detail::TaskBase* task, Rank to, bool for_placement) noexcept;
   void place(std::span<const std::byte> record, std::size_t route_at);
   Rank choose_node(const std::map<std::string, double>& demand,
@@ -208,6 +210,7 @@ class Cluster final : public detail::Executor,
   std::vector<std::vector<std::byte>> timeline_parts_;
   std::atomic<int> timeline_replies_{0};
 
+  std::mutex progress_mutex_;  // one thread at a time moves the transport
   std::thread progress_;
   std::atomic<bool> running_{false};
   std::atomic<std::uint32_t> progress_sleeping_{0};

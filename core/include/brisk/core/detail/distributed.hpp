@@ -111,6 +111,11 @@ class Distributed {
   // The last reference to an object with DistInfo is gone: return borrowed
   // references, free exported copies. The state is deleted right after.
   virtual void on_destroy(ObjectState* object) noexcept = 0;
+  // Moves messages along unless another thread is doing so; message handlers may
+  // run on the calling thread (they never block). Waiting and idle threads call it
+  // so that a message is handled by a thread that is already awake. Returns the
+  // number of events handled.
+  virtual int poll() noexcept = 0;
   // brisk::timeline on rank 0: one trace with every rank's events.
   virtual Status write_timeline(const std::string& path) = 0;
 };
