@@ -50,6 +50,9 @@ enum : std::uint8_t { kRefDrop = 0, kRefFree = 1 };
 
 thread_local bool t_on_progress_thread = false;
 
+// The arena block that holds bytes at `offset` (blocks are 64-byte aligned).
+std::uint64_t block_of(std::uint64_t offset) { return offset & ~std::uint64_t{ArenaAllocator::kAlignment - 1}; }
+
 void append_record(std::vector<std::byte>& out, std::span<const std::byte> record) {
   const auto n = static_cast<std::uint32_t>(record.size());
   const std::size_t at = out.size();
@@ -752,8 +755,14 @@ std::optional<RemoteCopy> Cluster::export_object(ObjectState* o) {
   copy.region = arena_registration_->remote();
   const ObjectState::RawView raw = o->raw_view();
   if (raw.data) {
-    auto offset = arena_alloc_.allocate(raw.length);
+    // The bytes keep the alignment (mod 64) of the value's own storage, which is what
+    // the reader's allocator will most likely give the copy it pulls into: a
+    // one-sided copy between buffers of the same alignment runs at full speed, one
+    // between 16 and 0 mod 64 at a fifth of it (MPI_Get over Open MPI 4.1 here).
+    const std::uint64_t skew = reinterpret_cast<std::uintptr_t>(raw.data) % ArenaAllocator::kAlignment;
+    auto offset = arena_alloc_.allocate(raw.length + skew);
     if (!offset) return std::nullopt;
+    *offset += skew;
     if (raw.length) std::memcpy(arena_.data() + *offset, raw.data, raw.length);
     copy.offset = *offset;
     copy.length = raw.length;
@@ -826,7 +835,7 @@ void Cluster::encode_object(Writer& w, ObjectState* o, Rank) {
     {
       std::lock_guard lock(nd.mutex);
       if (nd.exported) {
-        arena_alloc_.free(copy->offset);  // another thread exported it meanwhile
+        arena_alloc_.free(block_of(copy->offset));  // another thread exported it meanwhile
         copy = nd.exported;
       } else {
         nd.exported = copy;
@@ -965,7 +974,7 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
                  id.hex().c_str(), e.what());
   }
   if (d->exported) {
-    arena_alloc_.free(d->exported->offset);
+    arena_alloc_.free(block_of(d->exported->offset));
     control_->add_object(ObjectRecord{id, self_, d->exported->length, true});
   }
   if (d->lineage || !d->holders.empty() || d->exported) control_->forget(id);
@@ -982,7 +991,7 @@ void Cluster::release_held(ObjectId id) {
     }
   }
   if (!held) return;
-  arena_alloc_.free(held->offset);
+  arena_alloc_.free(block_of(held->offset));
   control_->add_object(ObjectRecord{id, self_, held->length, true});
 }
 
