@@ -497,7 +497,11 @@ Rank Cluster::choose_node(const std::map<std::string, double>& demand,
     // Load per core, less a bonus for the argument bytes already there: a node
     // holding the arguments wins unless it has a full core's worth more work. This
     // rank's own load is known exactly.
-    const std::int64_t load = r == self_.value ? local_.queued() + local_.running() : n.reported + n.assigned;
+    // Elsewhere: the last report plus what was sent since and had not arrived then
+    // (the node counts every placed task it receives; this scheduler is usually
+    // its only source, and the estimate errs towards more load, not less).
+    const std::int64_t in_flight = static_cast<std::int64_t>(n.sent) - static_cast<std::int64_t>(n.received);
+    const std::int64_t load = r == self_.value ? local_.queued() + local_.running() : n.reported + std::max<std::int64_t>(0, in_flight);
     double score = static_cast<double>(load) / n.cpus;
     std::uint64_t local_bytes = 0, total_bytes = 0;
     for (const auto& [holder, bytes] : hints) {
@@ -510,36 +514,52 @@ Rank Cluster::choose_node(const std::map<std::string, double>& demand,
       best = r;
     }
   }
-  if (best >= 0) ++nodes_[static_cast<std::size_t>(best)].assigned;
+  if (best >= 0) ++nodes_[static_cast<std::size_t>(best)].sent;
   return Rank{best};
+}
+
+// The part of a task spec before the arguments (see ship()).
+struct Cluster::SpecHeader {
+  std::uint8_t route = 0;
+  TaskId id;
+  std::uint64_t function = 0;
+  int owner = 0;
+  std::shared_ptr<TaskOptions> options;  // null when the task has none
+  std::vector<std::pair<int, std::uint64_t>> hints;
+};
+
+bool Cluster::read_spec_header(Rank from, Reader& r, SpecHeader& h) {
+  try {
+    std::uint8_t has_options = 0;
+    r(h.route, h.id.hi, h.id.lo, h.function, h.owner, has_options);
+    if (has_options) {
+      h.options = std::make_shared<TaskOptions>();
+      r(h.options->name, h.options->resources, h.options->max_retries);
+      if (!h.options->name.empty()) h.options->interned_name = intern(h.options->name);
+    }
+    r(h.hints);
+  } catch (const std::exception& e) {
+    malformed(from, fmt::format("task spec: {}", e.what()));
+    return false;
+  }
+  if (h.owner < 0 || h.owner >= size_) {
+    malformed(from, fmt::format("task spec names owner rank {} in a job of {}", h.owner, size_));
+    return false;
+  }
+  return true;
 }
 
 void Cluster::place(std::span<const std::byte> record, std::size_t) {
   Reader r(record);
-  std::uint8_t route = 0, has_options = 0;
-  TaskId id;
-  std::uint64_t fn = 0;
-  int owner = 0;
-  TaskOptions options;
-  std::vector<std::pair<int, std::uint64_t>> hints;
-  try {
-    r(route, id.hi, id.lo, fn, owner, has_options);
-    if (has_options) r(options.name, options.resources, options.max_retries);
-    r(hints);
-  } catch (const std::exception& e) {
-    malformed(self_, fmt::format("task spec: {}", e.what()));
-    return;
-  }
-  if (owner < 0 || owner >= size_) {
-    malformed(self_, fmt::format("task spec names owner rank {} in a job of {}", owner, size_));
-    return;
-  }
-  Rank to = choose_node(options.resources, hints);
+  SpecHeader h;
+  if (!read_spec_header(self_, r, h)) return;
+  static const std::map<std::string, double> kNone;
+  Rank to = choose_node(h.options ? h.options->resources : kNone, h.hints);
   if (to.value < 0) {
-    const FunctionInfo* info = detail::find_function(FunctionId{fn});
-    send_error_result(Rank{owner}, id,
-                      make_error(ErrorKind::kInfeasible, "no live rank can meet its resource demand",
-                                 options.name.empty() ? (info ? info->name : std::string("?")) : options.name, self_.value));
+    const FunctionInfo* info = detail::find_function(FunctionId{h.function});
+    const std::string name = h.options && !h.options->name.empty() ? h.options->name : info ? info->name : "?";
+    send_error_result(Rank{h.owner}, h.id,
+                      make_error(ErrorKind::kInfeasible, "no live rank can meet its resource demand", name, self_.value));
     return;
   }
   tasks_placed_.fetch_add(1, std::memory_order_relaxed);
@@ -569,28 +589,12 @@ void Cluster::handle_task(Rank from, std::span<const std::byte> record) {
     return;
   }
   Reader r(record);
-  std::uint8_t route = 0, has_options = 0;
-  TaskId id;
-  std::uint64_t fn = 0;
-  int owner = 0;
-  std::shared_ptr<TaskOptions> options;
-  std::vector<std::pair<int, std::uint64_t>> hints;
-  try {
-    r(route, id.hi, id.lo, fn, owner, has_options);
-    if (has_options) {
-      options = std::make_shared<TaskOptions>();
-      r(options->name, options->resources, options->max_retries);
-      if (!options->name.empty()) options->interned_name = intern(options->name);
-    }
-    r(hints);
-  } catch (const std::exception& e) {
-    malformed(from, fmt::format("task spec: {}", e.what()));
-    return;
-  }
-  if (owner < 0 || owner >= size_) {
-    malformed(from, fmt::format("task spec names owner rank {} in a job of {}", owner, size_));
-    return;
-  }
+  SpecHeader h;
+  if (!read_spec_header(from, r, h)) return;
+  const TaskId id = h.id;
+  const std::uint64_t fn = h.function;
+  const int owner = h.owner;
+  const std::shared_ptr<TaskOptions>& options = h.options;
   tasks_received_.fetch_add(1, std::memory_order_relaxed);
   const FunctionInfo* info = detail::find_function(FunctionId{fn});
   if (!info || !info->decode) {
@@ -1123,6 +1127,7 @@ void Cluster::heartbeat() {
   s.queued = static_cast<std::uint32_t>(std::max<std::int64_t>(0, q));
   s.running = static_cast<std::uint32_t>(std::max<std::int64_t>(0, local_.running()));
   s.sequence = ++heartbeat_sequence_;
+  s.received = tasks_received_.load(std::memory_order_relaxed);
   control_->set_node_status(s);
   if (events_ && config_.shard_events > 0) {
     for (const EventLog::Event& e : events_->read_new(event_cursors_, static_cast<std::size_t>(config_.shard_events), &events_missed_)) {
@@ -1186,7 +1191,7 @@ void Cluster::apply_node_statuses(const std::vector<NodeStatus>& statuses) {
     if (n.sequence <= load.sequence) continue;
     load.sequence = n.sequence;
     load.reported = static_cast<std::int64_t>(n.queued) + n.running;
-    load.assigned = 0;
+    load.received = n.received;
     load.alive = load.alive && n.alive;
   }
 }

@@ -138,12 +138,15 @@ class Cluster final : public detail::Executor,
   struct NodeLoad {
     std::map<std::string, double> capacity;
     double cpus = 1;
-    std::int64_t reported = 0;  // queued + running at the last heartbeat
-    std::int64_t assigned = 0;  // placed here since the last heartbeat
+    std::int64_t reported = 0;   // queued + running at the last heartbeat
+    std::uint64_t sent = 0;      // tasks this scheduler placed there, in all
+    std::uint64_t received = 0;  // tasks it had received at the last heartbeat
     std::uint64_t sequence = 0;
     bool alive = true;
   };
   class ResultForwarder;
+  struct SpecHeader;
+  bool read_spec_header(Rank from, Reader& r, SpecHeader& header);
 
   void progress_main();
   int flush_outboxes(bool all);

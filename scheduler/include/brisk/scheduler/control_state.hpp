@@ -151,10 +151,13 @@ struct NodeStatus {
   std::uint32_t running = 0;
   std::uint64_t sequence = 0;
   bool alive = true;
+  // Tasks this node has received from global schedulers so far: a scheduler that
+  // knows how many it sent counts the ones still in flight.
+  std::uint64_t received = 0;
 
   template <class A>
   void serialize(A& ar) {
-    ar(rank, total, available, queued, running, sequence, alive);
+    ar(rank, total, available, queued, running, sequence, alive, received);
   }
   friend bool operator==(const NodeStatus&, const NodeStatus&) = default;
 };
