@@ -1,0 +1,730 @@
+// The multi-rank workloads, each beside what the same job measures without brisk:
+//
+//   remote_e2e       get(task pinned to rank 1) from the driver, against a raw MPI
+//                    Send/Recv round trip of 8 bytes;
+//   object_transfer  a vector made on rank A, read by a task on rank B, against raw
+//                    MPI_Get and (with UCX) ucp_get_nbx of the same sizes;
+//   throughput       no-op tasks from the driver, and from one root task per rank;
+//   spill            1 ms tasks from rank 0 only, spread by spill-over; efficiency
+//                    against the cores the job may use.
+//
+// One JSON line per result: benchmark, transport, ranks, the figures and their units,
+// and the cluster counters of every rank over the workload.
+//
+//   mpirun -np 2 --oversubscribe --bind-to none build/benchmarks/brisk_cluster_workloads
+//       [--brisk-transport=mpi|ucx] [--only=NAME] [--quick]
+//
+// --quick: a tenth of the tasks and iterations, transfers up to 16 MiB.
+//
+// The raw figures are measured in main, before brisk::run: this program initialises
+// MPI itself (brisk::run then neither initialises nor finalises it).
+#include <mpi.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "brisk/brisk.hpp"
+#include "brisk/core/detail/context.hpp"
+#include "brisk/runtime/cluster.hpp"
+#if BRISK_HAVE_UCX
+#include <ucp/api/ucp.h>
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// ---------------------------------------------------------------------------
+// Settings, read from argv before brisk::run (program_args() exists only inside it).
+
+const std::string kWorkloads[] = {"remote_e2e", "object_transfer", "throughput", "spill"};
+
+struct Settings {
+  std::string only;
+  bool quick = false;
+  bool help = false;  // --brisk-help: brisk::run prints the options; nothing is measured
+  std::string transport = "mpi";  // as brisk reads it: the flag, else BRISK_TRANSPORT
+  bool want(const char* name) const { return !help && (only.empty() || only == name); }
+};
+
+Settings read_settings(int argc, char** argv) {
+  Settings s;
+  if (const char* env = std::getenv("BRISK_TRANSPORT")) s.transport = env;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--only=", 0) == 0) s.only = a.substr(7);
+    if (a == "--quick") s.quick = true;
+    if (a == "--brisk-help") s.help = true;
+    if (a.rfind("--brisk-transport=", 0) == 0) s.transport = a.substr(18);
+    if (a == "--brisk-transport" && i + 1 < argc) s.transport = argv[i + 1];
+  }
+  return s;
+}
+
+// The rank that makes the objects and the rank that reads them (B != A; B is not
+// the driver's rank when the job has more than two ranks).
+struct Pair {
+  int a, b;
+};
+Pair transfer_pair(int size) { return {1, size - 1 != 1 ? size - 1 : 0}; }
+
+std::vector<std::size_t> transfer_sizes(bool quick) {
+  std::vector<std::size_t> sizes{std::size_t{1} << 10, std::size_t{64} << 10, std::size_t{1} << 20,
+                                 std::size_t{16} << 20};
+  if (!quick) sizes.insert(sizes.end(), {std::size_t{64} << 20, std::size_t{256} << 20});
+  return sizes;
+}
+
+// Repetitions per size, raw and brisk alike.
+int transfer_reps(std::size_t bytes, bool quick) {
+  if (quick) return bytes <= (64 << 10) ? 20 : 5;
+  return bytes <= (64 << 10) ? 50 : bytes <= (16 << 20) ? 10 : 5;
+}
+
+// ---------------------------------------------------------------------------
+// Statistics and output.
+
+double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+
+struct Summary {
+  double median, p10, p90;
+};
+Summary summarize(std::vector<double> v) {
+  if (v.empty()) return {NAN, NAN, NAN};
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))]; };
+  return {at(0.5), at(0.1), at(0.9)};
+}
+double median(std::vector<double> v) { return summarize(std::move(v)).median; }
+
+std::string number(double x) {
+  if (!std::isfinite(x)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+template <class T>
+std::string array(const std::vector<T>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(v[i]);
+  }
+  return out + "]";
+}
+
+// One JSON object on one line; the common fields first.
+class Line {
+ public:
+  Line(const char* benchmark, const std::string& transport, int ranks) {
+    text("benchmark", benchmark);
+    text("transport", transport);
+    integer("ranks", ranks);
+  }
+  Line& text(const char* key, const std::string& value) { return raw(key, "\"" + value + "\""); }
+  Line& num(const char* key, double value) { return raw(key, number(value)); }
+  Line& integer(const char* key, long long value) { return raw(key, std::to_string(value)); }
+  Line& raw(const char* key, const std::string& json) {
+    body_ += (body_.empty() ? "{\"" : ",\"") + std::string(key) + "\":" + json;
+    return *this;
+  }
+  void emit() {
+    std::printf("%s}\n", body_.c_str());
+    std::fflush(stdout);
+  }
+
+ private:
+  std::string body_;
+};
+
+// ---------------------------------------------------------------------------
+// Raw baselines, measured before brisk::run on every rank (collective).
+
+struct Raw {
+  Summary pingpong_us{NAN, NAN, NAN};  // 8-byte Send/Recv round trip, ranks 0 and 1
+  std::vector<double> mpi_get_gbps;    // per transfer size, B reading A
+  std::vector<double> ucx_get_gbps;    // empty without UCX
+  int cores_available = 0;             // distinct cores the ranks may use, summed over hosts
+  std::string hosts_json = "[]";
+};
+
+// A barrier that sleeps while it waits: ranks left out of a raw measurement must not
+// take the cores of the two that measure (the job may have more ranks than cores).
+// A rank that must keep MPI progressing meanwhile passes sleep = false. (Every rank
+// calls MPI_Ibarrier: it does not match a blocking MPI_Barrier.)
+void quiet_barrier(bool sleep = true) {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  int done = 0;
+  while (!done) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (!done && sleep) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+Summary raw_pingpong(int rank, int iterations) {
+  char buf[8] = {};
+  std::vector<double> rt;
+  const int warm = std::max(100, iterations / 10);
+  quiet_barrier();
+  if (rank <= 1) {
+    const int peer = 1 - rank;
+    for (int i = 0; i < warm + iterations; ++i) {
+      const auto t0 = Clock::now();
+      if (rank == 0) {
+        MPI_Send(buf, sizeof buf, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+        MPI_Recv(buf, sizeof buf, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else {
+        MPI_Recv(buf, sizeof buf, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(buf, sizeof buf, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+      }
+      if (i >= warm) rt.push_back(us_since(t0));
+    }
+  }
+  quiet_barrier();
+  return summarize(rt);
+}
+
+// A page-aligned buffer, written once. The raw reads land in one: with Open MPI 4.1.4
+// (osc/rdma, the default for MPI_Win_allocate here) MPI_Get into a destination at page
+// offset 16, which is where glibc puts a large malloc'd block (std::vector), ran at
+// 2-3.5 GB/s, and at 20-40 GB/s (1 MiB) at page offset 0, 8, 32, 48 or 64, in every
+// run on the project VM; a plain memcpy shows no such difference.
+class PageBuffer {
+ public:
+  explicit PageBuffer(std::size_t bytes) : bytes_(bytes) {
+    if (bytes_ == 0) return;
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      std::fprintf(stderr, "cluster_workloads: cannot map %zu bytes\n", bytes_);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    data_ = static_cast<std::uint8_t*>(p);
+    std::memset(data_, 1, bytes_);
+  }
+  ~PageBuffer() {
+    if (data_) munmap(data_, bytes_);
+  }
+  PageBuffer(const PageBuffer&) = delete;
+  PageBuffer& operator=(const PageBuffer&) = delete;
+  std::uint8_t* data() const { return data_; }
+
+ private:
+  std::size_t bytes_;
+  std::uint8_t* data_ = nullptr;
+};
+
+// B reads the first `bytes` of A's window with MPI_Get + MPI_Win_flush; GB/s, median
+// of the repetitions after one warm-up get. The figures are B's, broadcast to all.
+std::vector<double> raw_mpi_get(int rank, Pair p, const std::vector<std::size_t>& sizes, bool quick) {
+  const std::size_t largest = sizes.back();
+  PageBuffer dst(rank == p.b ? largest : 0);
+  void* base = nullptr;
+  MPI_Win win;
+  MPI_Win_allocate(static_cast<MPI_Aint>(rank == p.a ? largest : 0), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+  if (rank == p.a) std::memset(base, 1, largest);
+  MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
+  quiet_barrier();
+  std::vector<double> gbps(sizes.size(), NAN);
+  if (rank == p.b) {
+    for (std::size_t s = 0; s < sizes.size(); ++s) {
+      const int n = static_cast<int>(sizes[s]);
+      std::vector<double> reps;
+      for (int r = 0; r <= transfer_reps(sizes[s], quick); ++r) {
+        const auto t0 = Clock::now();
+        MPI_Get(dst.data(), n, MPI_BYTE, p.a, 0, n, MPI_BYTE, win);
+        MPI_Win_flush(p.a, win);
+        if (r > 0) reps.push_back(sizes[s] / (us_since(t0) * 1e3));
+      }
+      gbps[s] = median(reps);
+    }
+  }
+  quiet_barrier(rank != p.a);  // A's progress may be needed for B's gets (e.g. osc/pt2pt)
+  MPI_Win_unlock_all(win);
+  MPI_Win_free(&win);
+  MPI_Bcast(gbps.data(), static_cast<int>(gbps.size()), MPI_DOUBLE, p.b, MPI_COMM_WORLD);
+  return gbps;
+}
+
+#if BRISK_HAVE_UCX
+void ucx_check(ucs_status_t st, const char* what) {
+  if (st == UCS_OK) return;
+  std::fprintf(stderr, "cluster_workloads: %s: %s\n", what, ucs_status_string(st));
+  MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
+void ignore_ep_error(void*, ucp_ep_h, ucs_status_t) {}
+
+// Progresses `worker` until `request` (nullptr: done at once) completes.
+void ucx_wait(ucp_worker_h worker, ucs_status_ptr_t request, const char* what) {
+  if (request == nullptr) return;
+  if (UCS_PTR_IS_ERR(request)) ucx_check(UCS_PTR_STATUS(request), what);
+  ucs_status_t st;
+  while ((st = ucp_request_check_status(request)) == UCS_INPROGRESS) ucp_worker_progress(worker);
+  ucp_request_free(request);
+  ucx_check(st, what);
+}
+
+// The same reads as raw_mpi_get with ucp_get_nbx: a minimal context and worker per
+// rank, B's endpoint to A in peer error mode (as brisk's UcxTransport, so that both
+// use the same UCX transports), A's buffer mapped and its rkey sent over MPI. A
+// progresses its worker until B is done, as brisk's progress thread does.
+std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>& sizes, bool quick) {
+  std::vector<double> gbps(sizes.size(), NAN);
+  const std::size_t largest = sizes.back();
+  quiet_barrier();
+  if (rank == p.a || rank == p.b) {
+    const int peer = rank == p.a ? p.b : p.a;
+    ucp_config_t* config = nullptr;
+    ucx_check(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;  // brisk's features
+    ucp_context_h context = nullptr;
+    ucx_check(ucp_init(&params, config, &context), "ucp_init");
+    ucp_config_release(config);
+    ucp_worker_params_t wp{};
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+    ucp_worker_h worker = nullptr;
+    ucx_check(ucp_worker_create(context, &wp, &worker), "ucp_worker_create");
+
+    if (rank == p.a) {
+      PageBuffer region(largest);
+      ucp_mem_map_params_t mp{};
+      mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+      mp.address = region.data();
+      mp.length = largest;
+      ucp_mem_h memh = nullptr;
+      ucx_check(ucp_mem_map(context, &mp, &memh), "ucp_mem_map");
+      void* rkey = nullptr;
+      std::size_t rkey_len = 0;
+      ucx_check(ucp_rkey_pack(context, memh, &rkey, &rkey_len), "ucp_rkey_pack");
+      ucp_address_t* address = nullptr;
+      std::size_t address_len = 0;
+      ucx_check(ucp_worker_get_address(worker, &address, &address_len), "ucp_worker_get_address");
+      const std::uint64_t header[3] = {address_len, rkey_len, reinterpret_cast<std::uintptr_t>(region.data())};
+      MPI_Send(header, 3, MPI_UINT64_T, peer, 2, MPI_COMM_WORLD);
+      MPI_Send(address, static_cast<int>(address_len), MPI_BYTE, peer, 2, MPI_COMM_WORLD);
+      MPI_Send(rkey, static_cast<int>(rkey_len), MPI_BYTE, peer, 2, MPI_COMM_WORLD);
+      ucp_worker_release_address(worker, address);
+      ucp_rkey_buffer_release(rkey);
+      int done = 0, flag = 0;
+      MPI_Request req;
+      MPI_Irecv(&done, 1, MPI_INT, peer, 3, MPI_COMM_WORLD, &req);
+      while (!flag) {
+        ucp_worker_progress(worker);
+        MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+      }
+      ucx_check(ucp_mem_unmap(context, memh), "ucp_mem_unmap");
+    } else {
+      std::uint64_t header[3];
+      MPI_Recv(header, 3, MPI_UINT64_T, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      std::vector<char> address(header[0]), packed(header[1]);
+      MPI_Recv(address.data(), static_cast<int>(address.size()), MPI_BYTE, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Recv(packed.data(), static_cast<int>(packed.size()), MPI_BYTE, peer, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      ucp_ep_params_t ep_params{};
+      ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                             UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      ep_params.address = reinterpret_cast<const ucp_address_t*>(address.data());
+      ep_params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      ep_params.err_handler.cb = ignore_ep_error;
+      ucp_ep_h ep = nullptr;
+      ucx_check(ucp_ep_create(worker, &ep_params, &ep), "ucp_ep_create");
+      ucp_rkey_h rkey = nullptr;
+      ucx_check(ucp_ep_rkey_unpack(ep, packed.data(), &rkey), "ucp_ep_rkey_unpack");
+      PageBuffer dst(largest);
+      for (std::size_t s = 0; s < sizes.size(); ++s) {
+        std::vector<double> reps;
+        for (int r = 0; r <= transfer_reps(sizes[s], quick); ++r) {
+          ucp_request_param_t rp{};
+          const auto t0 = Clock::now();
+          ucx_wait(worker, ucp_get_nbx(ep, dst.data(), sizes[s], header[2], rkey, &rp), "ucp_get_nbx");
+          if (r > 0) reps.push_back(sizes[s] / (us_since(t0) * 1e3));
+        }
+        gbps[s] = median(reps);
+      }
+      ucp_rkey_destroy(rkey);
+      ucp_request_param_t cp{};
+      ucx_wait(worker, ucp_ep_close_nbx(ep, &cp), "ucp_ep_close_nbx");
+      const int done = 1;
+      MPI_Send(&done, 1, MPI_INT, peer, 3, MPI_COMM_WORLD);
+    }
+    ucp_worker_destroy(worker);
+    ucp_cleanup(context);
+  }
+  quiet_barrier();
+  MPI_Bcast(gbps.data(), static_cast<int>(gbps.size()), MPI_DOUBLE, p.b, MPI_COMM_WORLD);
+  return gbps;
+}
+#endif
+
+// The cores the job may use: each rank's hostname and affinity mask gathered on rank
+// 0, the masks united per host, the hosts' counts summed.
+void cores_available(int rank, int size, Raw& raw) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  sched_getaffinity(0, sizeof mask, &mask);
+  std::vector<char> hosts(rank == 0 ? sizeof host * size : 0);
+  std::vector<cpu_set_t> masks(rank == 0 ? size : 0);
+  MPI_Gather(host, sizeof host, MPI_CHAR, hosts.data(), sizeof host, MPI_CHAR, 0, MPI_COMM_WORLD);
+  MPI_Gather(&mask, sizeof mask, MPI_BYTE, masks.data(), sizeof mask, MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (rank != 0) return;
+  std::map<std::string, std::pair<cpu_set_t, int>> per_host;  // host -> (united mask, ranks)
+  for (int r = 0; r < size; ++r) {
+    const std::string name(&hosts[sizeof host * r]);
+    auto [it, fresh] = per_host.try_emplace(name);
+    if (fresh) CPU_ZERO(&it->second.first);
+    CPU_OR(&it->second.first, &it->second.first, &masks[r]);
+    ++it->second.second;
+  }
+  raw.hosts_json = "[";
+  for (auto& [name, entry] : per_host) {
+    const int cores = CPU_COUNT(&entry.first);
+    raw.cores_available += cores;
+    if (raw.hosts_json.size() > 1) raw.hosts_json += ",";
+    raw.hosts_json += "{\"host\":\"" + name + "\",\"cores\":" + std::to_string(cores) +
+                      ",\"ranks\":" + std::to_string(entry.second) + "}";
+  }
+  raw.hosts_json += "]";
+}
+
+// ---------------------------------------------------------------------------
+// Remote functions.
+
+int where() { return brisk::rank(); }
+BRISK_REMOTE(where);
+
+std::vector<std::uint8_t> make_bytes(std::uint64_t n) { return std::vector<std::uint8_t>(n); }
+BRISK_REMOTE(make_bytes);
+
+// Reads nothing but the size: the time is the task's and the transfer's.
+std::uint64_t size_of(const std::vector<std::uint8_t>& v) { return v.size(); }
+BRISK_REMOTE(size_of);
+
+double thread_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Spins 1 ms of wall time; returns its rank and the CPU time it got meanwhile (less
+// than 1 ms when the rank's workers outnumber the cores and it was preempted).
+std::pair<int, double> busy_1ms() {
+  const double cpu0 = thread_cpu_s();
+  const auto until = Clock::now() + std::chrono::milliseconds(1);
+  while (Clock::now() < until) {
+  }
+  return {brisk::rank(), thread_cpu_s() - cpu0};
+}
+BRISK_REMOTE(busy_1ms);
+
+brisk::Cluster& cluster() { return *dynamic_cast<brisk::Cluster*>(brisk::detail::context()->distributed); }
+std::map<std::string, double> on(int r) { return {{"rank" + std::to_string(r), 1}}; }
+
+// A root task: submits `children` unpinned no-op tasks, gets them all, returns how
+// many ran on each rank.
+std::vector<std::uint64_t> spawn(std::uint64_t children) {
+  std::vector<brisk::Ref<int>> refs;
+  refs.reserve(children);
+  for (std::uint64_t i = 0; i < children; ++i) refs.push_back(brisk::remote(where));
+  std::vector<std::uint64_t> per_rank(static_cast<std::size_t>(cluster().size()));
+  for (auto& r : refs) ++per_rank[static_cast<std::size_t>(brisk::get(r))];
+  return per_rank;
+}
+BRISK_REMOTE(spawn);
+
+// The counters that matter, of the rank it runs on.
+struct Counters {
+  std::uint64_t frames_sent, tasks_sent, tasks_received, tasks_placed, results_received, fetches, fetched_bytes,
+      arena_used;
+  template <class A>
+  void serialize(A& ar) {
+    ar(frames_sent, tasks_sent, tasks_received, tasks_placed, results_received, fetches, fetched_bytes, arena_used);
+  }
+};
+Counters counters_here() {
+  const brisk::ClusterStats s = cluster().stats();
+  return {s.frames_sent, s.tasks_sent, s.tasks_received, s.tasks_placed,
+          s.results_received, s.fetches, s.fetched_bytes, s.arena_used};
+}
+BRISK_REMOTE(counters_here);
+
+Counters counters_on(int r) { return brisk::get(brisk::task(counters_here).resources(on(r)).remote()); }
+
+std::vector<Counters> counters_all() {
+  std::vector<Counters> out;
+  for (int r = 0; r < cluster().size(); ++r) out.push_back(counters_on(r));
+  return out;
+}
+
+// Every rank's counters over a workload, as per-rank arrays. The snapshots are tasks
+// themselves: each rank's figures include a task or two and their frames.
+std::string cluster_json(const std::vector<Counters>& before, const std::vector<Counters>& after) {
+  using Field = std::uint64_t Counters::*;
+  const std::pair<const char*, Field> fields[] = {
+      {"frames_sent", &Counters::frames_sent},       {"tasks_sent", &Counters::tasks_sent},
+      {"tasks_received", &Counters::tasks_received}, {"tasks_placed", &Counters::tasks_placed},
+      {"results_received", &Counters::results_received}, {"fetches", &Counters::fetches},
+      {"fetched_bytes", &Counters::fetched_bytes}};
+  std::string out;
+  for (const auto& [name, field] : fields) {
+    std::vector<std::uint64_t> delta;
+    for (std::size_t r = 0; r < after.size(); ++r) delta.push_back(after[r].*field - before[r].*field);
+    out += (out.empty() ? "{\"" : ",\"") + std::string(name) + "\":" + array(delta);
+  }
+  return out + "}";
+}
+
+// Waits (up to 10 s) until rank r's arena holds nothing: freeing is asynchronous, and
+// a transfer should not find the arena full of the previous repetition's copies.
+void drain_arena(int r) {
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (counters_on(r).arena_used != 0 && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// The workloads (driver, rank 0).
+
+struct Job {
+  Settings settings;
+  Raw raw;
+  int ranks = 0;
+  Line line(const char* benchmark) const { return Line(benchmark, settings.transport, ranks); }
+};
+
+void remote_e2e(const Job& job) {
+  const int iterations = job.settings.quick ? 2000 : 20000;
+  const auto before = counters_all();
+  int elsewhere = 0;  // tasks that did not run on rank 1 (none should)
+  for (int i = 0; i < std::max(100, iterations / 10); ++i) {
+    brisk::get(brisk::task(where).resources(on(1)).remote());  // warm-up
+  }
+  std::vector<double> lat;
+  lat.reserve(iterations);
+  for (int i = 0; i < iterations; ++i) {
+    const auto t0 = Clock::now();
+    const int ran_on = brisk::get(brisk::task(where).resources(on(1)).remote());
+    lat.push_back(us_since(t0));
+    elsewhere += ran_on != 1;
+  }
+  if (elsewhere) std::fprintf(stderr, "remote_e2e: %d tasks did not run on rank 1\n", elsewhere);
+  const Summary s = summarize(lat);
+  const Summary& raw = job.raw.pingpong_us;
+  job.line("remote_e2e")
+      .integer("iterations", iterations)
+      .num("median", s.median)
+      .num("p10", s.p10)
+      .num("p90", s.p90)
+      .text("unit", "us")
+      .raw("raw_mpi_pingpong", "{\"bytes\":8,\"median\":" + number(raw.median) + ",\"p10\":" + number(raw.p10) +
+                                   ",\"p90\":" + number(raw.p90) + ",\"unit\":\"us/round_trip\"}")
+      .num("ratio_to_raw", s.median / raw.median)
+      .raw("cluster", cluster_json(before, counters_all()))
+      .emit();
+}
+
+// The median time of get(task on b reading `made`), one fresh object per repetition.
+double read_us(Pair p, std::uint64_t bytes, int reps) {
+  std::vector<double> times;
+  for (int r = 0; r < reps; ++r) {
+    auto made = brisk::task(make_bytes).resources(on(p.a)).remote(bytes);
+    brisk::wait(std::vector<brisk::Ref<std::vector<std::uint8_t>>>{made});
+    const auto t0 = Clock::now();
+    const std::uint64_t n = brisk::get(brisk::task(size_of).resources(on(p.b)).remote(made));
+    times.push_back(us_since(t0));
+    if (n != bytes) {
+      std::fprintf(stderr, "object_transfer: read %llu bytes of %llu\n", static_cast<unsigned long long>(n),
+                   static_cast<unsigned long long>(bytes));
+    }
+    made = {};
+    drain_arena(p.a);
+  }
+  return median(times);
+}
+
+void object_transfer(const Job& job) {
+  const Pair p = transfer_pair(job.ranks);
+  const bool quick = job.settings.quick;
+  const auto sizes = transfer_sizes(quick);
+  const bool ucx = job.settings.transport == "ucx";
+  read_us(p, 0, 10);  // warm-up
+  const double round_trip = read_us(p, 0, quick ? 20 : 100);
+  for (std::size_t s = 0; s < sizes.size(); ++s) {
+    const int reps = transfer_reps(sizes[s], quick);
+    const auto before = counters_all();
+    const double read = read_us(p, sizes[s], reps);
+    const auto after = counters_all();
+    // Pulled one-sided by the reader, or carried inline in messages (small objects).
+    const bool pulled = after[p.b].fetches > before[p.b].fetches;
+    // An inline object read on rank 0 came with its result, before the clock started:
+    // the read moved no bytes, and no bandwidth is reported for it.
+    const bool moved = pulled || p.b != 0;
+    const double transfer = read - round_trip;
+    const double gbps = moved && transfer > 0 ? sizes[s] / (transfer * 1e3) : NAN;
+    const double raw_mpi = job.raw.mpi_get_gbps[s];
+    const double raw_ucx = job.raw.ucx_get_gbps.empty() ? NAN : job.raw.ucx_get_gbps[s];
+    job.line("object_transfer")
+        .integer("bytes", static_cast<long long>(sizes[s]))
+        .integer("maker", p.a)
+        .integer("reader", p.b)
+        .integer("reps", reps)
+        .text("path", pulled ? "pulled" : "inline")
+        .num("read_us", read)
+        .num("round_trip_us", round_trip)
+        .num("transfer_us", transfer)
+        .num("gbps", gbps)
+        .text("unit", "GB/s")
+        .raw("raw", "{\"mpi_get\":" + number(raw_mpi) + ",\"ucp_get_nbx\":" + number(raw_ucx) + ",\"unit\":\"GB/s\"}")
+        .num("ratio_to_raw", gbps / (ucx ? raw_ucx : raw_mpi))
+        .text("ratio_against", ucx ? "ucp_get_nbx" : "mpi_get")
+        .raw("cluster", cluster_json(before, after))
+        .emit();
+  }
+}
+
+void throughput(const Job& job) {
+  const int n = job.settings.quick ? 100000 : 1000000;
+  {
+    // (a) From the driver, unpinned: the local queue spills to the global scheduler.
+    const auto before = counters_all();
+    std::vector<brisk::Ref<int>> refs;
+    refs.reserve(n);
+    const auto t0 = Clock::now();
+    for (int i = 0; i < n; ++i) refs.push_back(brisk::remote(where));
+    std::vector<std::uint64_t> per_rank(static_cast<std::size_t>(job.ranks));
+    for (auto& r : refs) ++per_rank[static_cast<std::size_t>(brisk::get(r))];
+    const double seconds = us_since(t0) * 1e-6;
+    refs.clear();
+    job.line("throughput")
+        .text("submitter", "driver")
+        .integer("tasks", n)
+        .num("tasks_per_s", n / seconds)
+        .text("unit", "tasks/s")
+        .raw("tasks_per_rank", array(per_rank))
+        .raw("cluster", cluster_json(before, counters_all()))
+        .emit();
+  }
+  {
+    // (b) One root task pinned to each rank, each submitting its share itself.
+    const auto before = counters_all();
+    const std::uint64_t share = static_cast<std::uint64_t>(n / job.ranks);
+    const auto t0 = Clock::now();
+    std::vector<brisk::Ref<std::vector<std::uint64_t>>> roots;
+    for (int r = 0; r < job.ranks; ++r) roots.push_back(brisk::task(spawn).resources(on(r)).remote(share));
+    std::vector<std::uint64_t> per_rank(static_cast<std::size_t>(job.ranks));
+    for (auto& root : roots) {
+      const auto counts = brisk::get(root);
+      for (std::size_t r = 0; r < counts.size() && r < per_rank.size(); ++r) per_rank[r] += counts[r];
+    }
+    const double seconds = us_since(t0) * 1e-6;
+    const std::uint64_t total = share * static_cast<std::uint64_t>(job.ranks);
+    job.line("throughput")
+        .text("submitter", "root_per_rank")
+        .integer("tasks", static_cast<long long>(total))
+        .num("tasks_per_s", total / seconds)
+        .text("unit", "tasks/s")
+        .raw("tasks_per_rank", array(per_rank))
+        .raw("cluster", cluster_json(before, counters_all()))
+        .emit();
+  }
+}
+
+void spill(const Job& job) {
+  const int n = job.settings.quick ? 1000 : 10000;
+  const auto before = counters_all();
+  std::vector<brisk::Ref<std::pair<int, double>>> refs;
+  refs.reserve(n);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < n; ++i) refs.push_back(brisk::remote(busy_1ms));
+  std::vector<std::uint64_t> per_rank(static_cast<std::size_t>(job.ranks));
+  double cpu_s = 0;
+  for (auto& r : refs) {
+    const auto [rank, cpu] = brisk::get(r);
+    ++per_rank[static_cast<std::size_t>(rank)];
+    cpu_s += cpu;
+  }
+  const double elapsed_s = us_since(t0) * 1e-6;
+  const double capacity_s = elapsed_s * job.raw.cores_available;
+  // Task time is wall time, 1 ms a task. With more workers than cores, tasks overlap
+  // in wall time and this passes 1; the CPU time the tasks got does not.
+  const double task_s = n * 1e-3;
+  job.line("spill")
+      .integer("tasks", n)
+      .num("task_ms", 1)
+      .num("elapsed_s", elapsed_s)
+      .integer("cores_available", job.raw.cores_available)
+      .raw("hosts", job.raw.hosts_json)
+      .num("efficiency", task_s / capacity_s)
+      .text("unit", "task time / (elapsed x cores)")
+      .num("task_cpu_s", cpu_s)
+      .num("efficiency_cpu", cpu_s / capacity_s)
+      .raw("tasks_per_rank", array(per_rank))
+      .raw("cluster", cluster_json(before, counters_all()))
+      .emit();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  Job job;
+  job.settings = read_settings(argc, argv);
+  job.ranks = size;
+  if (size < 2) {
+    if (rank == 0) std::fprintf(stderr, "cluster_workloads: run with at least 2 ranks\n");
+    MPI_Finalize();
+    return 2;
+  }
+  const Settings& s = job.settings;
+  if (!s.only.empty() && std::find(std::begin(kWorkloads), std::end(kWorkloads), s.only) == std::end(kWorkloads)) {
+    if (rank == 0) {
+      std::fprintf(stderr, "cluster_workloads: unknown --only=%s; one of remote_e2e, object_transfer, throughput, spill\n",
+                   s.only.c_str());
+    }
+    MPI_Finalize();
+    return 2;
+  }
+  if (s.want("remote_e2e")) job.raw.pingpong_us = raw_pingpong(rank, s.quick ? 2000 : 20000);
+  if (s.want("object_transfer")) {
+    const auto sizes = transfer_sizes(s.quick);
+    job.raw.mpi_get_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick);
+#if BRISK_HAVE_UCX
+    job.raw.ucx_get_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick);
+#endif
+  }
+  if (s.want("spill")) cores_available(rank, size, job.raw);
+
+  const int code = brisk::run(argc, argv, [&job] {
+    if (job.settings.want("remote_e2e")) remote_e2e(job);
+    if (job.settings.want("object_transfer")) object_transfer(job);
+    if (job.settings.want("throughput")) throughput(job);
+    if (job.settings.want("spill")) spill(job);
+    return 0;
+  });
+  MPI_Finalize();
+  return code;
+}
