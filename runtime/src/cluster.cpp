@@ -211,8 +211,10 @@ void Cluster::progress_main() {
       continue;
     }
     // Idle: yield rather than spin, so that a driver or worker sharing the core
-    // (which polls the transport itself while it waits) gets it at once.
-    if (now - last_activity < config_.spin * 4) {
+    // (which polls the transport itself while it waits) gets it at once. While
+    // one-sided reads are in flight, never nap: Open MPI moves a large MPI_Rget
+    // along only as it is polled.
+    if (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0) {
       sched_yield();
       continue;
     }
@@ -1019,6 +1021,7 @@ void Cluster::fetch_async(ObjectState* o, std::function<void(const Status&)> don
   }
   fetches_.fetch_add(1, std::memory_order_relaxed);
   fetched_bytes_.fetch_add(copy.length, std::memory_order_relaxed);
+  fetches_in_flight_.fetch_add(1, std::memory_order_relaxed);
   o->add_ref();  // kept until the pull ends
   const Rank holder = copy.region.owner;
   if (holder == self_) {
@@ -1078,6 +1081,7 @@ void Cluster::fetch_async(ObjectState* o, std::function<void(const Status&)> don
 }
 
 void Cluster::finish_fetch(ObjectState* o, const Status& status) {
+  fetches_in_flight_.fetch_sub(1, std::memory_order_relaxed);
   DistInfo* d = o->dist();
   std::vector<std::function<void(const Status&)>> callbacks;
   {
