@@ -2,7 +2,8 @@
 //
 //   remote_e2e       get(task pinned to rank 1) from the driver, against a raw MPI
 //                    Send/Recv round trip of 8 bytes;
-//   object_transfer  a vector made on rank A, read by a task on rank B, against raw
+//   object_transfer  a std::vector, then a brisk::Array, made on rank A and read by a
+//                    task on rank B, against raw
 //                    MPI_Get and (with UCX) ucp_get_nbx of the same sizes;
 //   throughput       no-op tasks from the driver, and from one root task per rank;
 //   spill            1 ms tasks from rank 0 only, spread by spill-over; efficiency
@@ -419,6 +420,28 @@ BRISK_REMOTE(make_bytes);
 std::uint64_t size_of(const std::vector<std::uint8_t>& v) { return v.size(); }
 BRISK_REMOTE(size_of);
 
+// The same with brisk::Array, which a pull fills without zero-filling it first.
+brisk::Array<std::uint8_t> make_array(std::uint64_t n) { return brisk::Array<std::uint8_t>(n); }
+BRISK_REMOTE(make_array);
+std::uint64_t array_size_of(const brisk::Array<std::uint8_t>& v) { return v.size(); }
+BRISK_REMOTE(array_size_of);
+
+// The object type an object_transfer series moves.
+template <class C>
+struct Container;
+template <>
+struct Container<std::vector<std::uint8_t>> {
+  static constexpr auto make = make_bytes;
+  static constexpr auto read = size_of;
+  static constexpr const char* name = "std::vector<uint8_t>";
+};
+template <>
+struct Container<brisk::Array<std::uint8_t>> {
+  static constexpr auto make = make_array;
+  static constexpr auto read = array_size_of;
+  static constexpr const char* name = "brisk::Array<uint8_t>";
+};
+
 double thread_cpu_s() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
@@ -544,13 +567,14 @@ void remote_e2e(const Job& job) {
 }
 
 // The median time of get(task on b reading `made`), one fresh object per repetition.
+template <class C>
 double read_us(Pair p, std::uint64_t bytes, int reps) {
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
-    auto made = brisk::task(make_bytes).resources(on(p.a)).remote(bytes);
-    brisk::wait(std::vector<brisk::Ref<std::vector<std::uint8_t>>>{made});
+    auto made = brisk::task(Container<C>::make).resources(on(p.a)).remote(bytes);
+    brisk::wait(std::vector<brisk::Ref<C>>{made});
     const auto t0 = Clock::now();
-    const std::uint64_t n = brisk::get(brisk::task(size_of).resources(on(p.b)).remote(made));
+    const std::uint64_t n = brisk::get(brisk::task(Container<C>::read).resources(on(p.b)).remote(made));
     times.push_back(us_since(t0));
     if (n != bytes) {
       std::fprintf(stderr, "object_transfer: read %llu bytes of %llu\n", static_cast<unsigned long long>(n),
@@ -562,17 +586,18 @@ double read_us(Pair p, std::uint64_t bytes, int reps) {
   return median(times);
 }
 
-void object_transfer(const Job& job) {
+template <class C>
+void object_transfer_of(const Job& job) {
   const Pair p = transfer_pair(job.ranks);
   const bool quick = job.settings.quick;
   const auto sizes = transfer_sizes(quick);
   const bool ucx = job.settings.transport == "ucx";
-  read_us(p, 0, 10);  // warm-up
-  const double round_trip = read_us(p, 0, quick ? 20 : 100);
+  read_us<C>(p, 0, 10);  // warm-up
+  const double round_trip = read_us<C>(p, 0, quick ? 20 : 100);
   for (std::size_t s = 0; s < sizes.size(); ++s) {
     const int reps = transfer_reps(sizes[s], quick);
     const auto before = counters_all();
-    const double read = read_us(p, sizes[s], reps);
+    const double read = read_us<C>(p, sizes[s], reps);
     const auto after = counters_all();
     // Pulled one-sided by the reader, or carried inline in messages (small objects).
     const bool pulled = after[p.b].fetches > before[p.b].fetches;
@@ -584,6 +609,7 @@ void object_transfer(const Job& job) {
     const double raw_mpi = job.raw.mpi_get_gbps[s];
     const double raw_ucx = job.raw.ucx_get_gbps.empty() ? NAN : job.raw.ucx_get_gbps[s];
     job.line("object_transfer")
+        .text("object", Container<C>::name)
         .integer("bytes", static_cast<long long>(sizes[s]))
         .integer("maker", p.a)
         .integer("reader", p.b)
@@ -600,6 +626,11 @@ void object_transfer(const Job& job) {
         .raw("cluster", cluster_json(before, after))
         .emit();
   }
+}
+
+void object_transfer(const Job& job) {
+  object_transfer_of<std::vector<std::uint8_t>>(job);
+  object_transfer_of<brisk::Array<std::uint8_t>>(job);
 }
 
 void throughput(const Job& job) {

@@ -87,6 +87,20 @@ std::uint64_t hold_ms(brisk::Ref<std::vector<std::uint8_t>> ref, int ms) {
 }
 BRISK_REMOTE(hold_ms);
 
+brisk::Array<double> ramp(std::uint64_t n) {
+  auto a = brisk::Array<double>::for_overwrite(n);
+  for (std::uint64_t i = 0; i < n; ++i) a[i] = static_cast<double>(i) * 0.5;
+  return a;
+}
+BRISK_REMOTE(ramp);
+
+double sum_array(const brisk::Array<double>& a) {
+  double s = 0;
+  for (double x : a) s += x;
+  return s;
+}
+BRISK_REMOTE(sum_array);
+
 double widen(double x) { return x * 2; }
 BRISK_REMOTE(widen);
 
@@ -141,6 +155,17 @@ TEST(Cluster, ValuesAroundTheInlineThresholdCrossRanksBothWays) {
     // A value put on rank 0 and read elsewhere.
     auto put = brisk::put(make_bytes(n, 3));
     EXPECT_EQ(brisk::get(brisk::task(checksum).resources(on(b)).remote(put)), checksum(make_bytes(n, 3))) << n;
+  }
+  EXPECT_TRUE(all_released(20s));
+}
+
+TEST(Cluster, ArraysCrossRanksWithoutZeroFill) {
+  const int a = 1 % ranks(), b = ranks() - 1;
+  for (std::uint64_t n : {0ull, 100ull, 8192ull, 1ull << 20}) {
+    auto made = brisk::task(ramp).resources(on(a)).remote(n);
+    const double expected = 0.25 * static_cast<double>(n) * static_cast<double>(n ? n - 1 : 0);
+    EXPECT_EQ(brisk::get(brisk::task(sum_array).resources(on(b)).remote(made)), expected) << n;
+    EXPECT_EQ(brisk::get(made).size(), n);
   }
   EXPECT_TRUE(all_released(20s));
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include "brisk/core/api.hpp"
+#include "brisk/core/array.hpp"
 #include "brisk/core/error.hpp"
 #include "brisk/core/function_registry.hpp"
 #include "brisk/core/ids.hpp"

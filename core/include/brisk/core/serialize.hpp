@@ -587,6 +587,9 @@ class Writer {
 // copyable values and containers of fixed-size elements are counted in O(1).
 class SizeCounter {
  public:
+  // Counts n raw bytes (the size of Writer::write_bytes with the same n).
+  void write_bytes(const void*, std::size_t n) noexcept { size_ += n; }
+
   template <class... Ts>
   SizeCounter& operator()(const Ts&... values) {
     static_assert((detail::serial::writable_v<Ts> && ...), BRISK_DETAIL_NOT_SERIALIZABLE);

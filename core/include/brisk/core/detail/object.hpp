@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <concepts>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -246,12 +247,16 @@ class TypedObject final : public ObjectState {
       if (length != count * sizeof(typename T::value_type)) {
         throw SerializationError("brisk: raw object bytes do not match its element count");
       }
-      ::new (static_cast<void*>(&storage_)) T();
-      try {
-        value().resize(count);
-      } catch (...) {
-        destroy_value();
-        throw;
+      if constexpr (kUninitialized) {
+        ::new (static_cast<void*>(&storage_)) T(T::for_overwrite(count));  // nothing written twice
+      } else {
+        ::new (static_cast<void*>(&storage_)) T();
+        try {
+          value().resize(count);
+        } catch (...) {
+          destroy_value();
+          throw;
+        }
       }
       return reinterpret_cast<std::byte*>(value().data());
     } else {
@@ -261,9 +266,13 @@ class TypedObject final : public ObjectState {
     }
   }
 
-  // Vectors of trivially copyable elements and strings move as their element bytes.
+  // Types whose storage a pull may write into before any element is initialized.
+  static constexpr bool kUninitialized = requires(std::size_t n) {
+    { T::for_overwrite(n) } -> std::same_as<T>;
+  };
+
   static constexpr bool kRaw = [] {
-    if constexpr (detail::serial::IsVector<T>::value || detail::serial::IsString<T>::value) {
+    if constexpr (detail::serial::IsVector<T>::value || detail::serial::IsString<T>::value || kUninitialized) {
       using E = typename T::value_type;
       return std::is_trivially_copyable_v<E> && !std::is_same_v<E, bool> &&
              detail::serial::bitwise_v<E>;

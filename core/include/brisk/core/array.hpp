@@ -1,0 +1,144 @@
+// brisk/core/array.hpp — Array<T>: a contiguous array that crosses ranks at wire speed.
+//
+// A std::vector pulled from another rank must be value-initialized (zero-filled)
+// before the bytes land in it, and large fresh vectors fault in every 4 KiB page:
+// on the project's VMs that costs more than the transfer itself (docs/BENCHMARKS.md).
+// Array<T> holds trivially copyable elements in storage that a pull writes into
+// directly, uninitialized, 64-byte aligned, and backed by transparent huge pages when
+// large (2 MiB and up). Use it for bulk data that moves between tasks on different
+// ranks; it serializes like a vector (length, then the elements). Freed large blocks
+// are cached and reused, so a steady stream of same-sized arrays (one per iteration)
+// touches no fresh pages.
+//
+//   brisk::Array<double> field(n);                        // zero-filled
+//   auto raw = brisk::Array<float>::for_overwrite(n);     // contents indeterminate
+//   std::span<double> s = field.span();
+//
+// Thread safety: like std::vector (const members may be called concurrently).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#include <new>
+#include <span>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "brisk/core/serialize.hpp"
+
+namespace brisk {
+
+namespace detail {
+// Storage for Array: 64-byte aligned; blocks of 2 MiB and more are backed by
+// transparent huge pages. Blocks of 256 KiB and more, when freed, are kept in a
+// bounded per-process cache (512 MiB) from which an allocation of the same rounded
+// size is served with its pages already in memory. Thread-safe. Throws
+// std::bad_alloc.
+void* array_allocate(std::size_t bytes);
+void array_free(void* p, std::size_t bytes) noexcept;
+// Bytes held in the cache (for tests and diagnostics).
+std::size_t array_cache_bytes() noexcept;
+}  // namespace detail
+
+template <class T>
+class Array {
+  static_assert(std::is_trivially_copyable_v<T> && !std::is_same_v<T, bool>,
+                "brisk::Array<T>: T must be trivially copyable (and not bool)");
+
+ public:
+  using value_type = T;
+  using size_type = std::size_t;
+  using iterator = T*;
+  using const_iterator = const T*;
+
+  Array() noexcept = default;
+  // n value-initialized (zero) elements.
+  explicit Array(std::size_t n) : Array(for_overwrite(n)) {
+    if (n) std::memset(data_, 0, n * sizeof(T));
+  }
+  Array(std::size_t n, const T& value) : Array(for_overwrite(n)) { std::fill(begin(), end(), value); }
+  Array(std::initializer_list<T> values) : Array(for_overwrite(values.size())) {
+    std::copy(values.begin(), values.end(), begin());
+  }
+  explicit Array(const std::vector<T>& values) : Array(for_overwrite(values.size())) {
+    if (!values.empty()) std::memcpy(data_, values.data(), values.size() * sizeof(T));
+  }
+  // n elements whose values are indeterminate until written.
+  static Array for_overwrite(std::size_t n) {
+    Array a;
+    a.data_ = allocate(n);
+    a.size_ = n;
+    return a;
+  }
+
+  Array(const Array& other) : Array(for_overwrite(other.size_)) {
+    if (size_) std::memcpy(data_, other.data_, size_ * sizeof(T));
+  }
+  Array(Array&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  Array& operator=(Array other) noexcept {
+    swap(other);
+    return *this;
+  }
+  ~Array() { release(data_, size_); }
+  void swap(Array& other) noexcept {
+    std::swap(data_, other.data_);
+    std::swap(size_, other.size_);
+  }
+
+  T* data() noexcept { return data_; }
+  const T* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  T& operator[](std::size_t i) noexcept { return data_[i]; }
+  const T& operator[](std::size_t i) const noexcept { return data_[i]; }
+  T* begin() noexcept { return data_; }
+  T* end() noexcept { return data_ + size_; }
+  const T* begin() const noexcept { return data_; }
+  const T* end() const noexcept { return data_ + size_; }
+  std::span<T> span() noexcept { return {data_, size_}; }
+  std::span<const T> span() const noexcept { return {data_, size_}; }
+  std::vector<T> to_vector() const { return std::vector<T>(begin(), end()); }
+
+  friend bool operator==(const Array& a, const Array& b) noexcept {
+    return a.size_ == b.size_ && (a.size_ == 0 || std::memcmp(a.data_, b.data_, a.size_ * sizeof(T)) == 0);
+  }
+
+  // Wire form: u64 element count, then the elements' bytes (as a vector's).
+  template <class A>
+  void serialize(A& ar) {
+    if constexpr (std::is_same_v<A, Reader>) {
+      std::uint64_t n = 0;
+      ar(n);
+      if (n > ar.remaining() / (sizeof(T) ? sizeof(T) : 1)) {
+        throw SerializationError("brisk: an Array's length is larger than the bytes that follow");
+      }
+      *this = for_overwrite(static_cast<std::size_t>(n));
+      ar.read_bytes(data_, size_ * sizeof(T));
+    } else {
+      const std::uint64_t n = size_;
+      ar(n);
+      ar.write_bytes(data_, size_ * sizeof(T));
+    }
+  }
+
+ private:
+  static T* allocate(std::size_t n) {
+    if (n == 0) return nullptr;
+    if (n > std::size_t(-1) / 2 / sizeof(T)) throw std::bad_alloc();
+    return static_cast<T*>(detail::array_allocate(n * sizeof(T)));
+  }
+  static void release(T* p, std::size_t n) noexcept {
+    if (p) detail::array_free(p, n * sizeof(T));
+  }
+
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace brisk

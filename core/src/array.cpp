@@ -1,0 +1,85 @@
+#include "brisk/core/array.hpp"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <new>
+#include <vector>
+
+namespace brisk::detail {
+namespace {
+
+constexpr std::size_t kHuge = std::size_t{2} << 20;
+constexpr std::size_t kCached = std::size_t{256} << 10;  // blocks this large are cached
+constexpr std::size_t kCacheLimit = std::size_t{512} << 20;
+
+struct Cache {
+  std::mutex mutex;
+  std::map<std::size_t, std::vector<void*>> free;  // rounded size -> blocks
+  std::size_t bytes = 0;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: arrays may be freed during exit
+  return *c;
+}
+
+// Cached sizes are rounded to 64 KiB, or to 2 MiB (huge pages) from 2 MiB up.
+std::size_t rounded(std::size_t bytes) {
+  const std::size_t unit = bytes >= kHuge ? kHuge : std::size_t{64} << 10;
+  return (bytes + unit - 1) / unit * unit;
+}
+
+}  // namespace
+
+void* array_allocate(std::size_t bytes) {
+  if (bytes < kCached) {
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw std::bad_alloc();
+    return p;
+  }
+  const std::size_t size = rounded(bytes);
+  {
+    Cache& c = cache();
+    std::lock_guard lock(c.mutex);
+    auto it = c.free.find(size);
+    if (it != c.free.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      c.bytes -= size;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(size >= kHuge ? kHuge : 64, size);
+  if (!p) throw std::bad_alloc();
+  if (size >= kHuge) (void)madvise(p, size, MADV_HUGEPAGE);  // 512 times fewer page faults when filled
+  return p;
+}
+
+void array_free(void* p, std::size_t bytes) noexcept {
+  if (!p) return;
+  if (bytes >= kCached) {
+    const std::size_t size = rounded(bytes);
+    Cache& c = cache();
+    std::lock_guard lock(c.mutex);
+    if (c.bytes + size <= kCacheLimit) {
+      try {
+        c.free[size].push_back(p);
+        c.bytes += size;
+        return;
+      } catch (...) {
+      }
+    }
+  }
+  std::free(p);
+}
+
+std::size_t array_cache_bytes() noexcept {
+  Cache& c = cache();
+  std::lock_guard lock(c.mutex);
+  return c.bytes;
+}
+
+}  // namespace brisk::detail
