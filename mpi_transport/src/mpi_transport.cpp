@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <string>
+
 #include <chrono>
 #include <climits>
 #include <deque>
@@ -53,6 +55,7 @@ struct MpiTransport::Impl {
   std::vector<Get> gets;
 
   std::vector<std::byte> recv_buffer;
+  std::string window_error;  // why there is no window (empty: there is one)
 };
 
 StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(std::size_t window_bytes) {
@@ -71,7 +74,19 @@ StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(std::size_t window_
   void* base = nullptr;
   int rc = MPI_Win_allocate(static_cast<MPI_Aint>(window_bytes), 1, info, impl->comm, &base, &impl->win);
   MPI_Info_free(&info);
-  if (rc != MPI_SUCCESS) return resource_exhausted(fmt::format("MPI_Win_allocate of {} bytes failed: {}", window_bytes, mpi_error(rc)));
+  // A window may fail on some ranks only (no one-sided path between some of them,
+  // e.g. TCP between nodes with Open MPI's osc/rdma): then no rank uses one, and the
+  // transport carries messages only.
+  int ok = rc == MPI_SUCCESS ? 1 : 0, all_ok = 0;
+  MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, impl->comm);
+  if (!all_ok) {
+    impl->window_error = rc == MPI_SUCCESS ? std::string("MPI_Win_allocate failed on another rank")
+                                           : fmt::format("MPI_Win_allocate of {} bytes failed: {}", window_bytes, mpi_error(rc));
+    if (rc == MPI_SUCCESS) MPI_Win_free(&impl->win);
+    impl->win = MPI_WIN_NULL;
+    impl->bases.assign(static_cast<std::size_t>(impl->size), 0);
+    return std::unique_ptr<MpiTransport>(new MpiTransport(std::move(impl)));
+  }
   MPI_Win_set_errhandler(impl->win, MPI_ERRORS_RETURN);
   impl->base = static_cast<std::byte*>(base);
   impl->window_bytes = window_bytes;
@@ -93,8 +108,10 @@ MpiTransport::~MpiTransport() {
     if (impl_->sends.empty() && impl_->gets.empty()) break;
   }
   barrier();
-  MPI_Win_unlock_all(impl_->win);
-  MPI_Win_free(&impl_->win);
+  if (impl_->win != MPI_WIN_NULL) {
+    MPI_Win_unlock_all(impl_->win);
+    MPI_Win_free(&impl_->win);
+  }
   MPI_Comm_free(&impl_->comm);
 }
 
@@ -103,6 +120,8 @@ int MpiTransport::size() const noexcept { return impl_->size; }
 void MpiTransport::set_message_handler(MessageHandler h) { impl_->on_message = std::move(h); }
 void MpiTransport::set_failure_handler(FailureHandler h) { impl_->on_failure = std::move(h); }
 std::span<std::byte> MpiTransport::window() noexcept { return {impl_->base, impl_->window_bytes}; }
+
+const std::string& MpiTransport::window_error() const noexcept { return impl_->window_error; }
 
 Status MpiTransport::send(Rank to, std::vector<std::byte> message) {
   if (to.value < 0 || to.value >= impl_->size)
@@ -201,6 +220,7 @@ StatusOr<std::unique_ptr<MemoryRegistration>> MpiTransport::register_memory(void
 Status MpiTransport::get(const RemoteRegion& remote, std::uint64_t offset, void* dst, std::size_t length,
                          Completion done) {
   const int owner = remote.owner.value;
+  if (impl_->win == MPI_WIN_NULL) return unavailable("no MPI window: " + impl_->window_error);
   if (owner < 0 || owner >= impl_->size) return invalid_argument(fmt::format("no rank {} in a job of {}", owner, impl_->size));
   if (offset + length > remote.length) return invalid_argument("get outside the registered region");
   std::uint64_t disp = remote.address + offset - impl_->bases[static_cast<std::size_t>(owner)];

@@ -752,6 +752,7 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
 // Objects across ranks.
 
 std::optional<RemoteCopy> Cluster::export_object(ObjectState* o) {
+  if (!arena_registration_) return std::nullopt;  // no one-sided path: inline
   o->pin();
   struct Unpin {
     ObjectState* o;

@@ -80,6 +80,16 @@ StatusOr<Wire> make_wire(const Options& options, const Topology& topology) {
     w.barrier = [mpi] { mpi->barrier(); };
     w.arena = mpi->window();
     w.transport = std::move(t).value();
+    if (w.arena.empty()) {
+      if (w.transport->rank().value == 0) {
+        std::fprintf(stderr,
+                     "brisk: warning: no one-sided reads with the mpi transport (%s); objects travel inside "
+                     "messages. With Open MPI across nodes without RDMA, OMPI_MCA_osc=ucx or "
+                     "--brisk-transport=ucx gives one-sided reads.\n",
+                     mpi->window_error().c_str());
+      }
+      return w;
+    }
   }
   (void)topology.bind_memory_local(w.arena.data(), w.arena.size());  // best effort: NUMA-local pages
   auto reg = w.transport->register_memory(w.arena.data(), w.arena.size());

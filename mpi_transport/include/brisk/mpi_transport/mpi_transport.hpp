@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "brisk/core/transport.hpp"
 
@@ -39,8 +40,11 @@ class MpiTransport final : public Transport {
   Status get(const RemoteRegion& remote, std::uint64_t offset, void* dst, std::size_t length,
              Completion done) override;
 
-  // This rank's window: the memory peers can read.
+  // This rank's window: the memory peers can read. Empty when MPI could not make one
+  // on every rank (then get() fails and register_memory() refuses everything).
   std::span<std::byte> window() noexcept;
+  // Why there is no window, or "".
+  const std::string& window_error() const noexcept;
   // Collective barrier over the transport's communicator (polls, does not spin hard).
   void barrier();
 

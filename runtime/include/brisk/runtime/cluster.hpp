@@ -84,7 +84,8 @@ class Cluster final : public detail::Executor,
     int shard_events = 256;  // events sent to the control state per heartbeat
   };
 
-  // `arena` is registered with `transport` through `arena_registration`.
+  // `arena` is registered with `transport` through `arena_registration`; a null
+  // registration (and empty arena) means no one-sided reads: objects go inline.
   Cluster(Transport& transport, LocalScheduler& local, EventLog* events, std::span<std::byte> arena,
           std::unique_ptr<MemoryRegistration> arena_registration, Config config);
   ~Cluster() override;
