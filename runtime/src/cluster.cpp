@@ -50,6 +50,9 @@ enum : std::uint8_t { kRefDrop = 0, kRefFree = 1 };
 
 thread_local bool t_on_progress_thread = false;
 
+// Arguments up to this size are pulled by the worker that runs the task (run_here).
+constexpr std::uint64_t kWorkerPullBytes = 4u << 20;
+
 // The arena block that holds bytes at `offset` (blocks are 64-byte aligned).
 std::uint64_t block_of(std::uint64_t offset) { return offset & ~std::uint64_t{ArenaAllocator::kAlignment - 1}; }
 
@@ -376,10 +379,18 @@ void Cluster::run_here(TaskBase* task) noexcept {
   std::vector<ObjectState*> args;
   task->arg_objects(args);
   std::vector<ObjectState*> remote;
+  std::uint64_t remote_bytes = 0;
   for (ObjectState* o : args) {
-    if (!o->has_error() && o->residency() == Residency::kRemote) remote.push_back(o);
+    if (!o->has_error() && o->residency() == Residency::kRemote) {
+      remote.push_back(o);
+      remote_bytes += o->bytes();
+    }
   }
-  if (remote.empty()) {
+  // Small pulls are made by the worker that runs the task, when it pins its
+  // arguments: it is awake and polls the transport while the bytes come, so nothing
+  // is handed from thread to thread. Large ones are prefetched before the task is
+  // queued, so that no worker waits through them.
+  if (remote.empty() || remote_bytes <= kWorkerPullBytes) {
     local_.submit(task);
     return;
   }
@@ -1109,8 +1120,14 @@ void Cluster::fetch(ObjectState* o) {
     detail::futex_wake(&w->done, 1);
   });
   if (w->done.load(std::memory_order_acquire) == 0) {
-    const auto until = Clock::now() + config_.spin;
-    while (w->done.load(std::memory_order_acquire) == 0 && Clock::now() < until) detail::cpu_relax();
+    // Poll while waiting, for as long as the bytes should take at 1 GB/s (at least
+    // the spin time): this thread is awake, so it moves the transfer along itself.
+    const auto expected = std::chrono::nanoseconds(o->bytes());
+    const auto until = Clock::now() + std::max<std::chrono::nanoseconds>(config_.spin, expected);
+    for (unsigned i = 0; w->done.load(std::memory_order_acquire) == 0 && Clock::now() < until; ++i) {
+      if (poll() == 0 && (i & 63) == 63) sched_yield();
+      detail::cpu_relax();
+    }
     if (w->done.load(std::memory_order_acquire) == 0) {
       local_.block_begin();
       while (w->done.load(std::memory_order_acquire) == 0) detail::futex_wait(&w->done, 0);
