@@ -56,6 +56,26 @@ constexpr std::uint64_t kWorkerPullBytes = 4u << 20;
 // The arena block that holds bytes at `offset` (blocks are 64-byte aligned).
 std::uint64_t block_of(std::uint64_t offset) { return offset & ~std::uint64_t{ArenaAllocator::kAlignment - 1}; }
 
+// Keeps an object's value resident (restored or fetched if need be) while it lives.
+class Pinned {
+ public:
+  explicit Pinned(ObjectState* o) : o_(o) { o_->pin(); }
+  ~Pinned() { o_->unpin(); }
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+
+ private:
+  ObjectState* o_;
+};
+
+// An object carried inside the message (its value must be resident here).
+void write_inline(Writer& w, ObjectState* o) {
+  const ObjectId id = o->id();
+  w(detail::kObjInline, id.hi, id.lo);
+  Pinned pinned(o);
+  o->write_value(w);
+}
+
 void append_record(std::vector<std::byte>& out, std::span<const std::byte> record) {
   const auto n = static_cast<std::uint32_t>(record.size());
   const std::size_t at = out.size();
@@ -341,7 +361,9 @@ void Cluster::submit(TaskBase* task) noexcept {
       }
       // This rank is the global scheduler: place before encoding anything.
       static const std::map<std::string, double> kNone;
-      const Rank to = choose_node(demand ? *demand : kNone, locality_hints(task));
+      std::vector<ObjectState*> args;
+      task->arg_objects(args);
+      const Rank to = choose_node(demand ? *demand : kNone, locality_hints(args));
       if (to.value < 0) {
         task->cancel(make_error(ErrorKind::kInfeasible, "no live rank can meet its resource demand", task->name(),
                                 self_.value));
@@ -358,9 +380,7 @@ void Cluster::submit(TaskBase* task) noexcept {
   run_here(task);
 }
 
-std::vector<std::pair<int, std::uint64_t>> Cluster::locality_hints(TaskBase* task) const {
-  std::vector<ObjectState*> args;
-  task->arg_objects(args);
+std::vector<std::pair<int, std::uint64_t>> Cluster::locality_hints(const std::vector<ObjectState*>& args) const {
   std::vector<std::pair<int, std::uint64_t>> hints;
   for (ObjectState* o : args) {
     if (o->has_error() || o->bytes() <= config_.inline_bytes) continue;
@@ -438,7 +458,7 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
     // Where the arguments' bytes are, for placement by locality.
     std::vector<ObjectState*> args;
     task->arg_objects(args);
-    w(locality_hints(task));
+    w(locality_hints(args));
     if (!task->encode_args(w, *this, to)) {
       // A converted argument must be resident here first.
       std::vector<ObjectState*> remote;
@@ -764,11 +784,7 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
 
 std::optional<RemoteCopy> Cluster::export_object(ObjectState* o) {
   if (!arena_registration_) return std::nullopt;  // no one-sided path: inline
-  o->pin();
-  struct Unpin {
-    ObjectState* o;
-    ~Unpin() { o->unpin(); }
-  } unpin{o};
+  Pinned pinned(o);
   RemoteCopy copy;
   copy.region = arena_registration_->remote();
   const ObjectState::RawView raw = o->raw_view();
@@ -829,23 +845,13 @@ void Cluster::encode_object(Writer& w, ObjectState* o, Rank) {
     }
   }
   if (o->bytes() <= config_.inline_bytes && o->residency() != Residency::kRemote) {
-    w(detail::kObjInline, id.hi, id.lo);
-    o->pin();
-    struct Unpin {
-      ObjectState* o;
-      ~Unpin() { o->unpin(); }
-    } unpin{o};
-    o->write_value(w);
+    write_inline(w, o);
     return;
   }
   if (!copy) {
     copy = export_object(o);
     if (!copy) {
-      // The arena is full: the value travels inline (frames carry up to 1 GiB).
-      w(detail::kObjInline, id.hi, id.lo);
-      o->pin();
-      o->write_value(w);
-      o->unpin();
+      write_inline(w, o);  // no room in the arena: inline (frames carry up to 1 GiB)
       return;
     }
     DistInfo& nd = o->ensure_dist();

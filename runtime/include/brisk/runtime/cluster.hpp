@@ -161,7 +161,8 @@ class Cluster final : public detail::Executor,
   void malformed(Rank from, const std::string& why);
 
   void run_here(detail::TaskBase* task) noexcept;
-  std::vector<std::pair<int, std::uint64_t>> locality_hints(detail::TaskBase* task) const;
+  // Where the arguments' bytes are (rank, bytes), for placement by locality.
+  std::vector<std::pair<int, std::uint64_t>> locality_hints(const std::vector<detail::ObjectState*>& args) const;
   void ship(detail::TaskBase* task, Rank to, bool for_placement) noexcept;
   void place(std::span<const std::byte> record, std::size_t route_at);
   Rank choose_node(const std::map<std::string, double>& demand,
