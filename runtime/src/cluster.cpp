@@ -237,7 +237,8 @@ void Cluster::progress_main() {
     // (which polls the transport itself while it waits) gets it at once. While
     // one-sided reads are in flight, never nap: Open MPI moves a large MPI_Rget
     // along only as it is polled.
-    if (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0) {
+    if (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0 ||
+        arena_alloc_.used() > 0) {
       sched_yield();
       continue;
     }
