@@ -40,10 +40,35 @@ std::uint32_t frame_checksum(std::span<const std::byte> frame) {
 }
 }  // namespace
 
+namespace {
+std::uint32_t crc32c_table(const std::byte* p, std::size_t n, std::uint32_t c) noexcept {
+  for (std::size_t i = 0; i < n; ++i) c = kCrcTable[(c ^ std::to_integer<std::uint8_t>(p[i])) & 0xff] ^ (c >> 8);
+  return c;
+}
+
+#if defined(__x86_64__)
+// The SSE4.2 crc32 instruction computes the same CRC-32C, 8 bytes at a time (about
+// 20x the table): large inline objects are checksummed at memory speed.
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(const std::byte* p, std::size_t n,
+                                                              std::uint32_t c) noexcept {
+  std::uint64_t c64 = c;
+  for (; n >= 8; n -= 8, p += 8) {
+    std::uint64_t v;
+    std::memcpy(&v, p, 8);
+    c64 = __builtin_ia32_crc32di(c64, v);
+  }
+  return crc32c_table(p, n, static_cast<std::uint32_t>(c64));
+}
+const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+#endif
+}  // namespace
+
 std::uint32_t crc32c(std::span<const std::byte> bytes, std::uint32_t seed) noexcept {
   std::uint32_t c = ~seed;
-  for (std::byte b : bytes) c = kCrcTable[(c ^ std::to_integer<std::uint8_t>(b)) & 0xff] ^ (c >> 8);
-  return ~c;
+#if defined(__x86_64__)
+  if (kHaveSse42) return ~crc32c_sse42(bytes.data(), bytes.size(), c);
+#endif
+  return ~crc32c_table(bytes.data(), bytes.size(), c);
 }
 
 const char* frame_kind_name(FrameKind kind) noexcept {

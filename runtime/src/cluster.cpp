@@ -185,9 +185,7 @@ Cluster::~Cluster() {
 
 void Cluster::start() {
   if (running_.exchange(true)) return;
-  if (is_scheduler_) {
-    for (std::size_t i = 0; i < config_.roles.shards.size(); ++i) control_->subscribe_nodes();
-  }
+  if (is_scheduler_) control_->subscribe_nodes();  // reaches every shard
   progress_ = std::thread([this] { progress_main(); });
 }
 
@@ -234,9 +232,10 @@ void Cluster::progress_main() {
       continue;
     }
     // Idle: yield rather than spin, so that a driver or worker sharing the core
-    // (which polls the transport itself while it waits) gets it at once. While
-    // one-sided reads are in flight, never nap: Open MPI moves a large MPI_Rget
-    // along only as it is polled.
+    // (which polls the transport itself while it waits) gets it at once. Never nap
+    // while this rank's one-sided reads are in flight or it holds bytes that others
+    // may read: here (Open MPI 4.1 over shared memory, UCX over TCP) a get moves
+    // only as both the reader and the holder poll.
     if (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0 ||
         arena_alloc_.used() > 0) {
       sched_yield();

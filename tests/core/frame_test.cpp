@@ -28,6 +28,17 @@ TEST(FrameTest, RoundTrip) {
 TEST(FrameTest, Crc32cKnownValue) {
   // The standard check value of CRC-32C.
   EXPECT_EQ(brisk::crc32c(bytes_of("123456789")), 0xE3069283u);
+  // Any split gives the same value (long runs take the 8-byte path, short ones the table).
+  std::vector<std::byte> big(1000);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::byte>(i * 7 + 3);
+  const std::uint32_t whole = brisk::crc32c(big);
+  for (std::size_t cut : {0u, 1u, 7u, 8u, 9u, 500u, 999u}) {
+    std::uint32_t c = brisk::crc32c(std::span<const std::byte>(big).first(cut));
+    EXPECT_EQ(brisk::crc32c(std::span<const std::byte>(big).subspan(cut), c), whole) << cut;
+  }
+  std::uint32_t bytewise = 0;
+  for (std::byte b : big) bytewise = brisk::crc32c(std::span<const std::byte>(&b, 1), bytewise);
+  EXPECT_EQ(bytewise, whole);
 }
 
 std::string error_of(std::vector<std::byte> frame) {
