@@ -207,7 +207,9 @@ void Cluster::progress_main() {
   std::chrono::microseconds nap{20};
   while (running_.load(std::memory_order_acquire)) {
     int n = 0;
-    if (progress_mutex_.try_lock()) {
+    // A thread waiting for a pull polls itself: stay out of its way (on a shared
+    // core, holding the transport while descheduled would stall it for a time slice).
+    if (waiting_pollers_.load(std::memory_order_relaxed) == 0 && progress_mutex_.try_lock()) {
       n = transport_.progress();
       n += flush_outboxes(false);
       progress_mutex_.unlock();
@@ -1130,10 +1132,12 @@ void Cluster::fetch(ObjectState* o) {
     // the spin time): this thread is awake, so it moves the transfer along itself.
     const auto expected = std::chrono::nanoseconds(o->bytes());
     const auto until = Clock::now() + std::max<std::chrono::nanoseconds>(config_.spin, expected);
+    waiting_pollers_.fetch_add(1, std::memory_order_relaxed);
     for (unsigned i = 0; w->done.load(std::memory_order_acquire) == 0 && Clock::now() < until; ++i) {
       if (poll() == 0 && (i & 63) == 63) sched_yield();
       detail::cpu_relax();
     }
+    waiting_pollers_.fetch_sub(1, std::memory_order_relaxed);
     if (w->done.load(std::memory_order_acquire) == 0) {
       local_.block_begin();
       while (w->done.load(std::memory_order_acquire) == 0) detail::futex_wait(&w->done, 0);

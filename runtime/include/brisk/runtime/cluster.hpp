@@ -220,6 +220,7 @@ class Cluster final : public detail::Executor,
   std::atomic<bool> running_{false};
   std::atomic<std::uint32_t> progress_sleeping_{0};
   std::atomic<int> fetches_in_flight_{0};
+  std::atomic<int> waiting_pollers_{0};  // threads polling in fetch()
 
   std::atomic<std::uint64_t> tasks_sent_{0}, tasks_received_{0}, tasks_placed_{0}, results_received_{0},
       fetches_{0}, fetched_bytes_{0}, malformed_{0}, frames_sent_{0};
