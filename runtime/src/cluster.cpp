@@ -498,7 +498,7 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
     delete task;  // drops the arguments; lent references stay counted on their objects
     tasks_sent_.fetch_add(1, std::memory_order_relaxed);
     if (for_placement && to == self_) {
-      place(w.bytes(), 0);
+      place(w.bytes());
     } else {
       post(to, FrameKind::kTask, w.bytes());
     }
@@ -584,7 +584,7 @@ bool Cluster::read_spec_header(Rank from, Reader& r, SpecHeader& h) {
   return true;
 }
 
-void Cluster::place(std::span<const std::byte> record, std::size_t) {
+void Cluster::place(std::span<const std::byte> record) {
   Reader r(record);
   SpecHeader h;
   if (!read_spec_header(self_, r, h)) return;
@@ -620,7 +620,7 @@ void Cluster::handle_task(Rank from, std::span<const std::byte> record) {
       malformed(from, "a task for placement reached a rank that is not a global scheduler");
       return;
     }
-    place(record, 0);
+    place(record);
     return;
   }
   Reader r(record);

@@ -164,7 +164,8 @@ class Cluster final : public detail::Executor,
   // Where the arguments' bytes are (rank, bytes), for placement by locality.
   std::vector<std::pair<int, std::uint64_t>> locality_hints(const std::vector<detail::ObjectState*>& args) const;
   void ship(detail::TaskBase* task, Rank to, bool for_placement) noexcept;
-  void place(std::span<const std::byte> record, std::size_t route_at);
+  // Global scheduler: picks a rank for a task spec and forwards it there.
+  void place(std::span<const std::byte> record);
   Rank choose_node(const std::map<std::string, double>& demand,
                    const std::vector<std::pair<int, std::uint64_t>>& hints);
   void send_error_result(Rank owner, TaskId task, std::shared_ptr<const ErrorInfo> error);

@@ -145,8 +145,6 @@ class ObjectState {
     std::size_t count = 0;
   };
   virtual RawView raw_view() const noexcept { return {}; }
-  // Constructs the value from `count` elements at `data` (raw fast path only).
-  virtual void read_raw(const std::byte*, std::size_t, std::size_t) {}
   // Constructs a default value and returns where `count` elements of `length`
   // bytes go (raw fast path only); the value is resident after finish_raw_fill.
   virtual std::byte* prepare_raw(std::size_t /*length*/, std::size_t /*count*/) { return nullptr; }
@@ -237,10 +235,6 @@ class TypedObject final : public ObjectState {
     } else {
       return {};
     }
-  }
-  void read_raw(const std::byte* data, std::size_t length, std::size_t count) override {
-    std::byte* dst = prepare_raw(length, count);
-    if (length) std::memcpy(dst, data, length);
   }
   std::byte* prepare_raw(std::size_t length, std::size_t count) override {
     if constexpr (kRaw) {
