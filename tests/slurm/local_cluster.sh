@@ -24,15 +24,9 @@ log() { printf 'local_cluster.sh: %s\n' "$*" >&2; }
 skip() { log "SKIP: $*"; exit 77; }
 die() { log "ERROR: $*"; exit 1; }
 
-# Succeeds when process $1 is alive (not a zombie: PID 1 may not reap at once) and
-# its command name is $2.
-alive_as() {
-  local line state
-  read -r line 2>/dev/null <"/proc/$1/stat" || return 1
-  [[ $line == "$1 ($2) "* ]] || return 1
-  state=${line#"$1 ($2) "}
-  [[ ${state:0:1} != [ZX] ]]
-}
+# alive_as PID COMM (tests/slurm/processes.sh)
+# shellcheck source=processes.sh
+source "$(dirname "${BASH_SOURCE[0]}")/processes.sh"
 
 # Prints the pid in pid file $1 when that process is alive and its command name is $2.
 running_pid() {

@@ -11,15 +11,9 @@ readonly MUNGE_PID=/run/munge/munged.pid
 
 log() { printf 'stop_cluster.sh: %s\n' "$*" >&2; }
 
-# Succeeds when process $1 is alive (not a zombie: PID 1 may not reap at once) and
-# its command name is $2.
-alive_as() {
-  local line state
-  read -r line 2>/dev/null <"/proc/$1/stat" || return 1
-  [[ $line == "$1 ($2) "* ]] || return 1
-  state=${line#"$1 ($2) "}
-  [[ ${state:0:1} != [ZX] ]]
-}
+# alive_as PID COMM (tests/slurm/processes.sh)
+# shellcheck source=processes.sh
+source "$(dirname "${BASH_SOURCE[0]}")/processes.sh"
 
 # Stops the process in pid file $1 if its command name is $2.
 stop_pidfile() {
