@@ -174,12 +174,14 @@ std::optional<std::string> apply_spill_dir(std::string_view v, Options& o) {
   return std::nullopt;
 }
 
-std::optional<std::string> apply_events(std::string_view v, Options& o) {
+std::optional<std::string> apply_switch(std::string_view v, bool& field) {
   const auto b = parse_bool(v);
   if (!b) return kBoolExpected;
-  o.events = *b;
+  field = *b;
   return std::nullopt;
 }
+
+std::optional<std::string> apply_events(std::string_view v, Options& o) { return apply_switch(v, o.events); }
 
 std::optional<std::string> apply_event_buffer(std::string_view v, Options& o) {
   std::string reason;
@@ -224,12 +226,7 @@ std::optional<std::string> apply_resources(std::string_view v, Options& o) {
   return std::nullopt;
 }
 
-std::optional<std::string> apply_bind(std::string_view v, Options& o) {
-  const auto b = parse_bool(v);
-  if (!b) return kBoolExpected;
-  o.bind = *b;
-  return std::nullopt;
-}
+std::optional<std::string> apply_bind(std::string_view v, Options& o) { return apply_switch(v, o.bind); }
 
 std::optional<std::string> apply_transport(std::string_view v, Options& o) {
   const std::string s = to_lower(trim(v));
@@ -259,10 +256,7 @@ std::optional<std::string> apply_schedulers(std::string_view v, Options& o) {
 }
 
 std::optional<std::string> apply_report_roles(std::string_view v, Options& o) {
-  const auto b = parse_bool(v);
-  if (!b) return kBoolExpected;
-  o.report_roles = *b;
-  return std::nullopt;
+  return apply_switch(v, o.report_roles);
 }
 
 std::optional<std::string> apply_inline_bytes(std::string_view v, Options& o) {

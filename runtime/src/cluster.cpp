@@ -50,6 +50,9 @@ enum : std::uint8_t { kRefDrop = 0, kRefFree = 1 };
 
 thread_local bool t_on_progress_thread = false;
 
+// The resource demand of a task that states none (placement then looks at load).
+const std::map<std::string, double> kNoDemand;
+
 // Arguments up to this size are pulled by the worker that runs the task (run_here).
 constexpr std::uint64_t kWorkerPullBytes = 4u << 20;
 
@@ -220,13 +223,7 @@ void Cluster::progress_main() {
       next_heartbeat = now + config_.heartbeat;
     }
     std::vector<NodeStatus> local_nodes;
-    for (auto& out : control_->flush(now, false, &local_nodes)) {
-      std::vector<std::byte> payload;
-      payload.reserve(out.payload.size() + 1);
-      payload.push_back(std::byte{kCtlState});
-      payload.insert(payload.end(), out.payload.begin(), out.payload.end());
-      send_frame(out.to, FrameKind::kControl, std::move(payload));
-    }
+    for (const auto& out : control_->flush(now, false, &local_nodes)) send_control_state(out);
     apply_node_statuses(local_nodes);
     if (n > 0) {
       last_activity = now;
@@ -313,6 +310,14 @@ void Cluster::send_frame(Rank to, FrameKind kind, std::vector<std::byte> payload
   }
 }
 
+void Cluster::send_control_state(const Outgoing& out) {
+  std::vector<std::byte> payload;
+  payload.reserve(out.payload.size() + 1);
+  payload.push_back(std::byte{kCtlState});
+  payload.insert(payload.end(), out.payload.begin(), out.payload.end());
+  send_frame(out.to, FrameKind::kControl, std::move(payload));
+}
+
 void Cluster::malformed(Rank from, const std::string& why) {
   const auto n = malformed_.fetch_add(1, std::memory_order_relaxed);
   if (n < 10) {
@@ -362,10 +367,9 @@ void Cluster::submit(TaskBase* task) noexcept {
         return;
       }
       // This rank is the global scheduler: place before encoding anything.
-      static const std::map<std::string, double> kNone;
       std::vector<ObjectState*> args;
       task->arg_objects(args);
-      const Rank to = choose_node(demand ? *demand : kNone, locality_hints(args));
+      const Rank to = choose_node(demand ? *demand : kNoDemand, locality_hints(args));
       if (to.value < 0) {
         task->cancel(make_error(ErrorKind::kInfeasible, "no live rank can meet its resource demand", task->name(),
                                 self_.value));
@@ -588,8 +592,7 @@ void Cluster::place(std::span<const std::byte> record) {
   Reader r(record);
   SpecHeader h;
   if (!read_spec_header(self_, r, h)) return;
-  static const std::map<std::string, double> kNone;
-  Rank to = choose_node(h.options ? h.options->resources : kNone, h.hints);
+  Rank to = choose_node(h.options ? h.options->resources : kNoDemand, h.hints);
   if (to.value < 0) {
     const FunctionInfo* info = detail::find_function(FunctionId{h.function});
     const std::string name = h.options && !h.options->name.empty() ? h.options->name : info ? info->name : "?";
@@ -924,14 +927,15 @@ ObjectState* Cluster::resolve_remote(ObjectId id, Rank owner, Rank lender, const
   return found;
 }
 
+ObjectState* Cluster::shared_object(ObjectId id) const {
+  std::lock_guard lock(directory_mutex_);
+  auto it = directory_.find(id);
+  return it == directory_.end() ? nullptr : it->second;
+}
+
 void Cluster::drop_borrow(Rank lender, ObjectId id, std::uint64_t count) {
   if (lender == self_) {
-    ObjectState* o = nullptr;
-    {
-      std::lock_guard lock(directory_mutex_);
-      auto it = directory_.find(id);
-      if (it != directory_.end()) o = it->second;
-    }
+    ObjectState* o = shared_object(id);
     if (!o) return;
     for (std::uint64_t i = 0; i < count; ++i) o->release();
     return;
@@ -950,12 +954,7 @@ void Cluster::handle_refcount(Rank from, std::span<const std::byte> record) {
     if (op == kRefDrop) {
       std::uint64_t count = 0;
       r(count);
-      ObjectState* o = nullptr;
-      {
-        std::lock_guard lock(directory_mutex_);
-        auto it = directory_.find(id);
-        if (it != directory_.end()) o = it->second;
-      }
+      ObjectState* o = shared_object(id);
       if (!o) {
         malformed(from, fmt::format("reference drop for unknown object {}", id.hex()));
         return;
@@ -1185,13 +1184,7 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
         return;
       }
       apply_node_statuses(result->nodes);
-      for (auto& out : result->outgoing) {
-        std::vector<std::byte> p;
-        p.reserve(out.payload.size() + 1);
-        p.push_back(std::byte{kCtlState});
-        p.insert(p.end(), out.payload.begin(), out.payload.end());
-        send_frame(out.to, FrameKind::kControl, std::move(p));
-      }
+      for (const auto& out : result->outgoing) send_control_state(out);
       return;
     }
     case kCtlTimelineAsk: {

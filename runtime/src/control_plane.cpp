@@ -38,6 +38,23 @@ void ControlPlane::subscribe_nodes() {
   client_.subscribe(Channel::nodes());
 }
 
+ControlShard* ControlPlane::hosted(int index) {
+  for (auto& s : shards_) {
+    if (s->shard_index() == index) return s.get();
+  }
+  return nullptr;
+}
+
+void ControlPlane::sort_notifications(std::vector<Notification> notes, Handled& handled) {
+  for (auto& n : notes) {
+    if (auto* nc = std::get_if<NodeChanged>(&n)) {
+      handled.nodes.push_back(std::move(nc->status));
+    } else {
+      handled.other.push_back(std::move(n));
+    }
+  }
+}
+
 Status ControlPlane::deliver_local(std::vector<Outgoing>& out, Handled& handled) {
   Status first;
   // Local deliveries may produce more local traffic (a shard here notifying the
@@ -54,10 +71,7 @@ Status ControlPlane::deliver_local(std::vector<Outgoing>& out, Handled& handled)
         continue;
       }
       if (header->type == ControlMessageType::kShardBatch) {
-        ControlShard* shard = nullptr;
-        for (auto& s : shards_) {
-          if (s->shard_index() == header->shard) shard = s.get();
-        }
+        ControlShard* shard = hosted(header->shard);
         if (!shard) {
           if (first.ok()) first = invalid_argument(fmt::format("control shard {} is not hosted on rank {}", header->shard, self_.value));
           continue;
@@ -74,13 +88,7 @@ Status ControlPlane::deliver_local(std::vector<Outgoing>& out, Handled& handled)
           if (first.ok()) first = notes.status();
           continue;
         }
-        for (auto& n : *notes) {
-          if (auto* nc = std::get_if<NodeChanged>(&n)) {
-            handled.nodes.push_back(nc->status);
-          } else {
-            handled.other.push_back(std::move(n));
-          }
-        }
+        sort_notifications(std::move(*notes), handled);
       }
     }
   }
@@ -94,10 +102,7 @@ StatusOr<ControlPlane::Handled> ControlPlane::handle(Rank from, std::span<const 
   Handled handled;
   std::vector<Outgoing> out;
   if (header->type == ControlMessageType::kShardBatch) {
-    ControlShard* shard = nullptr;
-    for (auto& s : shards_) {
-      if (s->shard_index() == header->shard) shard = s.get();
-    }
+    ControlShard* shard = hosted(header->shard);
     if (!shard) {
       return invalid_argument(fmt::format("a control batch for shard {} reached rank {}, which does not host it",
                                           header->shard, self_.value));
@@ -108,13 +113,7 @@ StatusOr<ControlPlane::Handled> ControlPlane::handle(Rank from, std::span<const 
   } else {
     auto notes = client_.handle(from, payload);
     if (!notes.ok()) return notes.status();
-    for (auto& n : *notes) {
-      if (auto* nc = std::get_if<NodeChanged>(&n)) {
-        handled.nodes.push_back(nc->status);
-      } else {
-        handled.other.push_back(std::move(n));
-      }
-    }
+    sort_notifications(std::move(*notes), handled);
   }
   Status st = deliver_local(out, handled);
   handled.outgoing = std::move(out);

@@ -153,6 +153,7 @@ class Cluster final : public detail::Executor,
   int flush_outboxes(bool all);
   void post(Rank to, FrameKind kind, std::span<const std::byte> record);
   void send_frame(Rank to, FrameKind kind, std::vector<std::byte> payload);
+  void send_control_state(const Outgoing& out);
   void handle_message(Rank from, std::span<const std::byte> bytes);
   void handle_task(Rank from, std::span<const std::byte> record);
   void handle_result(Rank from, std::span<const std::byte> record);
@@ -174,6 +175,8 @@ class Cluster final : public detail::Executor,
   std::optional<detail::RemoteCopy> export_object(detail::ObjectState* object);
   void remember(detail::ObjectState* object);  // into the directory
   void drop_borrow(Rank lender, ObjectId id, std::uint64_t count);
+  // The object with this id that this rank shares with others (directory), or null.
+  detail::ObjectState* shared_object(ObjectId id) const;
   void release_held(ObjectId id);
   void finish_fetch(detail::ObjectState* object, const Status& status);
   void heartbeat();

@@ -51,12 +51,14 @@ class ControlPlane {
   template <class F>
   void with_shard(int index, F&& f) {
     std::lock_guard lock(mutex_);
-    for (auto& s : shards_) {
-      if (s->shard_index() == index) f(*s);
-    }
+    if (ControlShard* s = hosted(index)) f(*s);
   }
 
  private:
+  // The shard with this index hosted here, or null (lock held).
+  ControlShard* hosted(int index);
+  // Node statuses into handled.nodes, the rest into handled.other.
+  static void sort_notifications(std::vector<Notification> notes, Handled& handled);
   // Applies messages addressed to this rank until none are left (lock held).
   Status deliver_local(std::vector<Outgoing>& out, Handled& handled);
 
