@@ -4,6 +4,7 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 #include <unordered_map>
 
 #include "brisk/core/status.hpp"
@@ -76,6 +77,41 @@ const FunctionInfo* find_function(FunctionId id) noexcept {
   std::shared_lock lock(r.mutex);
   auto it = r.by_id.find(id);
   return it == r.by_id.end() ? nullptr : it->second.get();
+}
+
+namespace {
+struct MethodKeys {
+  std::shared_mutex mutex;
+  std::unordered_map<std::string, const FunctionInfo*> by_key;
+};
+MethodKeys& method_keys() {
+  static MethodKeys* m = new MethodKeys;
+  return *m;
+}
+std::string method_key(const char* type, const void* key, std::size_t size) {
+  std::string k(type);
+  k.push_back('\0');
+  k.append(static_cast<const char*>(key), size);
+  return k;
+}
+}  // namespace
+
+void register_method_key(const char* type, const void* key, std::size_t size, const FunctionInfo* info) {
+  MethodKeys& m = method_keys();
+  std::unique_lock lock(m.mutex);
+  m.by_key[method_key(type, key, size)] = info;
+}
+
+const FunctionInfo* find_method_key(const char* type, const void* key, std::size_t size) noexcept {
+  MethodKeys& m = method_keys();
+  try {
+    const std::string k = method_key(type, key, size);
+    std::shared_lock lock(m.mutex);
+    auto it = m.by_key.find(k);
+    return it == m.by_key.end() ? nullptr : it->second;
+  } catch (...) {
+    return nullptr;
+  }
 }
 
 std::vector<const FunctionInfo*> registered_functions() {

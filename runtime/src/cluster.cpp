@@ -360,7 +360,8 @@ void Cluster::submit(TaskBase* task) noexcept {
   if (size_ > 1 && !task->placed()) {
     const auto* demand = task->resources();
     const bool must_move = demand && !local_.can_ever_run(*demand);
-    if (must_move || local_.queued() >= config_.spill_queue) {
+    const bool actor = task->options() && task->options()->actor_creation;
+    if (must_move || actor || local_.queued() >= config_.spill_queue) {
       const Rank gs = config_.roles.scheduler_for(self_);
       if (gs != self_) {
         ship(task, gs, true);
@@ -369,7 +370,7 @@ void Cluster::submit(TaskBase* task) noexcept {
       // This rank is the global scheduler: place before encoding anything.
       std::vector<ObjectState*> args;
       task->arg_objects(args);
-      const Rank to = choose_node(demand ? *demand : kNoDemand, locality_hints(args));
+      const Rank to = choose_node(demand ? *demand : kNoDemand, locality_hints(args), actor);
       if (to.value < 0) {
         task->cancel(make_error(ErrorKind::kInfeasible, "no live rank can meet its resource demand", task->name(),
                                 self_.value));
@@ -447,6 +448,8 @@ void Cluster::run_here(TaskBase* task) noexcept {
   }
 }
 
+void Cluster::send_actor_call(TaskBase* task, Rank to) noexcept { ship(task, to, false); }
+
 void Cluster::block_begin() noexcept { local_.block_begin(); }
 void Cluster::block_end() noexcept { local_.block_end(); }
 int Cluster::current_worker() const noexcept { return local_.current_worker(); }
@@ -460,7 +463,10 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
     const bool has_options = options != nullptr;
     w(for_placement ? kRoutePlace : kRouteRun, id.hi, id.lo, task->function().value, self_.value,
       static_cast<std::uint8_t>(has_options));
-    if (has_options) w(options->name, options->resources, options->max_retries);
+    if (has_options) w(options->name, options->resources, options->max_retries, options->actor_creation);
+    const detail::ActorCall* call = task->actor_call();
+    w(static_cast<std::uint8_t>(call != nullptr));
+    if (call) w(call->actor.hi, call->actor.lo, call->caller, call->seq);
     // Where the arguments' bytes are, for placement by locality.
     std::vector<ObjectState*> args;
     task->arg_objects(args);
@@ -517,7 +523,7 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
 // Global scheduler.
 
 Rank Cluster::choose_node(const std::map<std::string, double>& demand,
-                          const std::vector<std::pair<int, std::uint64_t>>& hints) {
+                          const std::vector<std::pair<int, std::uint64_t>>& hints, bool actor) {
   std::lock_guard lock(gs_mutex_);
   int best = -1;
   double best_score = std::numeric_limits<double>::infinity();
@@ -542,6 +548,8 @@ Rank Cluster::choose_node(const std::map<std::string, double>& demand,
     const std::int64_t in_flight = static_cast<std::int64_t>(n.sent) - static_cast<std::int64_t>(n.received);
     const std::int64_t load = r == self_.value ? local_.queued() + local_.running() : n.reported + std::max<std::int64_t>(0, in_flight);
     double score = static_cast<double>(load) / n.cpus;
+    // Actors spread over the ranks: each one already there counts as a core's load.
+    if (actor) score += static_cast<double>(n.actors) / n.cpus;
     std::uint64_t local_bytes = 0, total_bytes = 0;
     for (const auto& [holder, bytes] : hints) {
       total_bytes += bytes;
@@ -553,7 +561,10 @@ Rank Cluster::choose_node(const std::map<std::string, double>& demand,
       best = r;
     }
   }
-  if (best >= 0) ++nodes_[static_cast<std::size_t>(best)].sent;
+  if (best >= 0) {
+    ++nodes_[static_cast<std::size_t>(best)].sent;
+    if (actor) ++nodes_[static_cast<std::size_t>(best)].actors;
+  }
   return Rank{best};
 }
 
@@ -564,6 +575,7 @@ struct Cluster::SpecHeader {
   std::uint64_t function = 0;
   int owner = 0;
   std::shared_ptr<TaskOptions> options;  // null when the task has none
+  std::optional<detail::ActorCall> call;  // an actor call (rank and creation unset)
   std::vector<std::pair<int, std::uint64_t>> hints;
 };
 
@@ -573,8 +585,14 @@ bool Cluster::read_spec_header(Rank from, Reader& r, SpecHeader& h) {
     r(h.route, h.id.hi, h.id.lo, h.function, h.owner, has_options);
     if (has_options) {
       h.options = std::make_shared<TaskOptions>();
-      r(h.options->name, h.options->resources, h.options->max_retries);
+      r(h.options->name, h.options->resources, h.options->max_retries, h.options->actor_creation);
       if (!h.options->name.empty()) h.options->interned_name = intern(h.options->name);
+    }
+    std::uint8_t is_call = 0;
+    r(is_call);
+    if (is_call) {
+      h.call.emplace();
+      r(h.call->actor.hi, h.call->actor.lo, h.call->caller, h.call->seq);
     }
     r(h.hints);
   } catch (const std::exception& e) {
@@ -592,7 +610,8 @@ void Cluster::place(std::span<const std::byte> record) {
   Reader r(record);
   SpecHeader h;
   if (!read_spec_header(self_, r, h)) return;
-  Rank to = choose_node(h.options ? h.options->resources : kNoDemand, h.hints);
+  Rank to = choose_node(h.options ? h.options->resources : kNoDemand, h.hints,
+                        h.options && h.options->actor_creation);
   if (to.value < 0) {
     const FunctionInfo* info = detail::find_function(FunctionId{h.function});
     const std::string name = h.options && !h.options->name.empty() ? h.options->name : info ? info->name : "?";
@@ -657,6 +676,14 @@ void Cluster::handle_task(Rank from, std::span<const std::byte> record) {
   }
   task->set_function(FunctionId{fn});
   task->set_placed();
+  if (h.call) {
+    auto call = std::make_unique<detail::ActorCall>();
+    call->actor = h.call->actor;
+    call->caller = h.call->caller;
+    call->seq = h.call->seq;
+    call->rank = self_.value;
+    task->set_actor_call(std::move(call));
+  }
   auto* forwarder = new ResultForwarder(this, Rank{owner}, id, result);
   if (!result->add_waiter(forwarder)) ResultForwarder::on_complete(forwarder, result);
   task->start();  // every argument is complete: the task goes to submit() at once

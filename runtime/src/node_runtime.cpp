@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "brisk/core/actor.hpp"
 #include "brisk/scheduler/local_scheduler.hpp"
 #include "brisk/scheduler/topology.hpp"
 
@@ -58,10 +59,13 @@ NodeRuntime::NodeRuntime(const Options& options, const Topology* topology, int r
   scheduler_->start();
 }
 
-void NodeRuntime::shutdown() { scheduler_->shutdown(); }
+void NodeRuntime::shutdown() {
+  scheduler_->shutdown();
+  detail::destroy_actors();
+}
 
 NodeRuntime::~NodeRuntime() {
-  scheduler_->shutdown();
+  shutdown();
   detail::set_context(nullptr);
 }
 

@@ -12,6 +12,7 @@
 //   }
 #pragma once
 
+#include "brisk/core/actor.hpp"
 #include "brisk/core/api.hpp"
 #include "brisk/core/array.hpp"
 #include "brisk/core/error.hpp"

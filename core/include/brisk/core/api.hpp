@@ -46,8 +46,10 @@ const T& read_value(const Ref<T>& ref) {
   return ref.state()->value();
 }
 
+// Submits fn(args...); `actor` makes it a call on an actor (actor.hpp).
 template <class R, class... P, class... A>
-Ref<R> submit_checked(std::shared_ptr<const TaskOptions> options, R (*fn)(P...), A&&... args) {
+Ref<R> submit_checked(std::shared_ptr<const TaskOptions> options, std::unique_ptr<ActorCall> actor,
+                      R (*fn)(P...), A&&... args) {
   static_assert(CheckSignature<R, P...>::ok);
   static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
     return (CheckArgument<I, std::tuple_element_t<I, std::tuple<P...>>,
@@ -78,6 +80,7 @@ Ref<R> submit_checked(std::shared_ptr<const TaskOptions> options, R (*fn)(P...),
   using Task = TypedTask<R, R (*)(P...), std::tuple<typename ArgTraits<P, A>::stored...>, std::tuple<P...>>;
   auto* task = new Task(id, name, std::move(options), result, fn, std::forward<A>(args)...);
   task->set_function(info->id);
+  if (actor) task->set_actor_call(std::move(actor));
   if (ctx.events) ctx.events->record(EventKind::kSubmit, id.lo, name);
   task->start();
   return ref;
@@ -88,7 +91,7 @@ Ref<R> submit(std::shared_ptr<const TaskOptions> options, R (*fn)(P...), A&&... 
   static_assert(sizeof...(P) == sizeof...(A),
                 "brisk::remote: the number of arguments does not match the function's parameters");
   if constexpr (sizeof...(P) == sizeof...(A)) {
-    return submit_checked(std::move(options), fn, std::forward<A>(args)...);
+    return submit_checked(std::move(options), nullptr, fn, std::forward<A>(args)...);
   } else {
     return Ref<R>();
   }

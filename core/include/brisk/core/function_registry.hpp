@@ -9,6 +9,8 @@
 //   BRISK_REMOTE(add);
 //   struct Physics { static double step(double); };
 //   BRISK_REMOTE(Physics::step);
+//   struct Counter { int add(int n); };                  // an actor's method
+//   BRISK_REMOTE(Counter::add);
 //   int scale(int);  double scale(double);               // overloads:
 //   BRISK_REMOTE_OVERLOAD(scale, int(int));
 //   BRISK_REMOTE_OVERLOAD(scale, double(double));
@@ -68,10 +70,31 @@ const void* function_address(R (*f)(P...)) noexcept {
   return reinterpret_cast<const void*>(f);
 }
 
+// Methods of actor classes (actor.hpp): `call(&C::m, ...)` finds the invoker that
+// BRISK_REMOTE(C::m) registered from the member pointer's bytes and type.
+void register_method_key(const char* type, const void* key, std::size_t size, const FunctionInfo* info);
+const FunctionInfo* find_method_key(const char* type, const void* key, std::size_t size) noexcept;
+// Registers the invoker of method M under `name` (defined in actor.hpp).
+template <auto M>
+const FunctionInfo* register_method(std::string_view name);
+
 struct FunctionRegistration {
   template <class R, class... P>
   FunctionRegistration(std::string_view name, R (*f)(P...))
       : info(register_function(name, function_address(f), decoder_for<R, P...>())) {}
+  const FunctionInfo* info;
+};
+
+// BRISK_REMOTE's registration: a function, or a method of an actor class.
+template <auto F>
+struct Registered {
+  explicit Registered(std::string_view name) {
+    if constexpr (std::is_member_function_pointer_v<decltype(F)>) {
+      info = register_method<F>(name);
+    } else {
+      info = FunctionRegistration(name, F).info;
+    }
+  }
   const FunctionInfo* info;
 };
 
@@ -81,10 +104,11 @@ struct FunctionRegistration {
 #define BRISK_PP_CAT_(a, b) a##b
 #define BRISK_PP_CAT(a, b) BRISK_PP_CAT_(a, b)
 
-// Registers the free function or static member function `f` under the name "f".
-#define BRISK_REMOTE(f)                                                   \
-  [[maybe_unused]] static const ::brisk::detail::FunctionRegistration \
-      BRISK_PP_CAT(brisk_remote_registration_, __COUNTER__)(#f, &f)
+// Registers the free function, static member function or actor method `f` under
+// the name "f".
+#define BRISK_REMOTE(f)                                         \
+  [[maybe_unused]] static const ::brisk::detail::Registered<&f> \
+      BRISK_PP_CAT(brisk_remote_registration_, __COUNTER__)(#f)
 
 // Registers one overload of `f`, chosen by its signature, under "f(signature)".
 #define BRISK_REMOTE_OVERLOAD(f, ...)                                                      \

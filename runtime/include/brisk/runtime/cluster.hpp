@@ -108,6 +108,7 @@ class Cluster final : public detail::Executor,
   void fetch_async(detail::ObjectState* object, std::function<void(const Status&)> done) override;
   void on_destroy(detail::ObjectState* object) noexcept override;
   int poll() noexcept override;
+  void send_actor_call(detail::TaskBase* task, Rank to) noexcept override;
 
   // --- detail::ObjectCodec / ObjectResolver ---
   void encode_object(Writer& w, detail::ObjectState* object, Rank to) override;
@@ -143,6 +144,7 @@ class Cluster final : public detail::Executor,
     std::uint64_t sent = 0;      // tasks this scheduler placed there, in all
     std::uint64_t received = 0;  // tasks it had received at the last heartbeat
     std::uint64_t sequence = 0;
+    std::uint64_t actors = 0;    // actors this scheduler placed there
     bool alive = true;
   };
   class ResultForwarder;
@@ -167,8 +169,9 @@ class Cluster final : public detail::Executor,
   void ship(detail::TaskBase* task, Rank to, bool for_placement) noexcept;
   // Global scheduler: picks a rank for a task spec and forwards it there.
   void place(std::span<const std::byte> record);
+  // `actor`: an actor's constructor (actors are spread over the ranks).
   Rank choose_node(const std::map<std::string, double>& demand,
-                   const std::vector<std::pair<int, std::uint64_t>>& hints);
+                   const std::vector<std::pair<int, std::uint64_t>>& hints, bool actor = false);
   void send_error_result(Rank owner, TaskId task, std::shared_ptr<const ErrorInfo> error);
   void forward_result(Rank owner, TaskId task, detail::ObjectState* result) noexcept;
 

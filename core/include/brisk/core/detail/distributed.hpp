@@ -34,6 +34,7 @@
 namespace brisk::detail {
 
 class ObjectState;
+class TaskBase;
 
 enum : std::uint8_t { kArgValue = 0, kArgObject = 1, kArgObjects = 2 };
 enum : std::uint8_t { kObjInline = 0, kObjRemote = 1, kObjError = 2 };
@@ -116,6 +117,9 @@ class Distributed {
   // so that a message is handled by a thread that is already awake. Returns the
   // number of events handled.
   virtual int poll() noexcept = 0;
+  // Sends an actor call (ready, see task.hpp) to the rank its actor lives on, where
+  // it enters the actor's mailbox. Takes the task.
+  virtual void send_actor_call(TaskBase* task, Rank to) noexcept = 0;
   // brisk::timeline on rank 0: one trace with every rank's events.
   virtual Status write_timeline(const std::string& path) = 0;
 };

@@ -36,9 +36,29 @@ struct TaskOptions {
   std::map<std::string, double> resources;   // empty = {CPU: 1}
   int max_retries = 0;                       // reruns after an exception
   const char* interned_name = nullptr;       // set when name is
+  bool actor_creation = false;               // an actor's constructor: placed by a global scheduler
 };
 
 namespace detail {
+
+// A call on an actor (see actor.hpp): which actor, the caller's sequence number, and
+// the rank the actor lives on (-1 until known: then `creation`, which holds one
+// reference, is the actor's creation object and says it once complete).
+struct ActorCall {
+  TaskId actor;
+  std::uint64_t caller = 0;
+  std::uint64_t seq = 0;
+  int rank = -1;
+  ObjectState* creation = nullptr;
+  bool dispatched = false;  // the mailbox handed it to the executor
+  ~ActorCall();
+};
+
+// Routes a ready actor call: into the actor's mailbox when it lives on this rank,
+// otherwise to its rank (actor.cpp).
+void route_actor_call(TaskBase* task) noexcept;
+// The actor call `task` has run (or was cancelled): lets the actor take its next.
+void actor_call_finished(const ActorCall& call) noexcept;
 
 class TaskBase {
  public:
@@ -90,8 +110,17 @@ class TaskBase {
 
   // One argument object completed.
   void dependency_done() noexcept {
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) context()->executor->submit(this);
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    if (actor_call_) {
+      route_actor_call(this);
+    } else {
+      context()->executor->submit(this);
+    }
   }
+
+  // Actor calls run one at a time on the actor's rank; null for other tasks.
+  ActorCall* actor_call() const noexcept { return actor_call_.get(); }
+  void set_actor_call(std::unique_ptr<ActorCall> call) noexcept { actor_call_ = std::move(call); }
 
   // Scheduler bookkeeping.
   void* sched_grant_ = nullptr;
@@ -106,6 +135,12 @@ class TaskBase {
   std::atomic<int> pending_{1};
   std::uint64_t children_ = 0;
   std::uint64_t puts_ = 0;
+  std::unique_ptr<ActorCall> actor_call_;
+
+  // Ends an actor call's turn (after run or cancel).
+  void finish_actor_call() noexcept {
+    if (actor_call_) actor_call_finished(*actor_call_);
+  }
 };
 
 // Waiter node that forwards a completion to its task.
@@ -240,9 +275,18 @@ struct is_recv_arg : std::false_type {};
 template <class PD>
 struct is_recv_arg<RecvArg<PD>> : std::true_type {};
 
+// A value argument that still waits for an object (an actor handle whose actor is
+// being created) names it through `brisk_dependency()` (nullptr once irrelevant).
+template <class S>
+concept HasDependency = requires(const S& s) {
+  { s.brisk_dependency() } -> std::convertible_to<ObjectState*>;
+};
+
 template <class S>
 std::size_t count_deps(const S& s) noexcept {
-  if constexpr (is_recv_arg<S>::value) {
+  if constexpr (HasDependency<S>) {
+    return s.brisk_dependency() ? 1 : 0;
+  } else if constexpr (is_recv_arg<S>::value) {
     return (s.ref.valid() ? 1 : 0) + s.refs.size();
   } else if constexpr (is_ref<S>::value) {
     return 1;
@@ -255,7 +299,9 @@ std::size_t count_deps(const S& s) noexcept {
 
 template <class S, class F>
 void for_each_dep(const S& s, F&& f) {
-  if constexpr (is_recv_arg<S>::value) {
+  if constexpr (HasDependency<S>) {
+    if (ObjectState* o = s.brisk_dependency()) f(o);
+  } else if constexpr (is_recv_arg<S>::value) {
     if (s.ref.valid()) f(static_cast<ObjectState*>(s.ref.state()));
     for (const auto& r : s.refs) f(static_cast<ObjectState*>(r.state()));
   } else if constexpr (is_ref<S>::value) {
@@ -432,6 +478,7 @@ class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : publ
     }
     result_->release();
     result_ = nullptr;
+    finish_actor_call();
   }
 
   void cancel(std::shared_ptr<const ErrorInfo> error) noexcept override {
@@ -439,6 +486,7 @@ class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : publ
     result_->complete_error(std::move(error));
     result_->release();
     result_ = nullptr;
+    finish_actor_call();
   }
 
  private:

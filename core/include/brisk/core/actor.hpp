@@ -1,0 +1,281 @@
+// brisk/core/actor.hpp — actors: stateful objects on a rank, called through handles.
+//
+//   struct Counter {
+//     explicit Counter(int start) : n(start) {}
+//     int add(int k) { return n += k; }
+//     int n;
+//   };
+//   BRISK_REMOTE(Counter::add);                      // every method that is called
+//
+//   brisk::Actor<Counter> c = brisk::actor<Counter>(10);
+//   brisk::Ref<int> a = c.call(&Counter::add, 1);    // 11
+//   brisk::Ref<int> b = c.call(&Counter::add, a);    // 22: waits for a, like a task
+//
+// Placement: the constructor runs as a task on a rank that the global scheduler
+// chooses by the actor's resources and by how many actors each rank already holds
+// (pin one with ActorOptions::resources, e.g. {{"rank1", 1}}). Its arguments may be
+// values or Refs, as for tasks.
+//
+// Calls: a call is a task that runs on the actor's rank, one call of an actor at a
+// time (the object needs no lock), with the actor's resources. Calls made through
+// one handle (and its copies on the same rank) run in the order they were made;
+// calls from different handles interleave. A call waits for its Ref arguments, and
+// later calls of the same handle wait behind it. A method that throws fails that
+// call only (get rethrows it as TaskError); the actor keeps its state.
+//
+// Handles are cheap to copy and may be passed to tasks and to other actors' methods
+// (a task taking one waits until the actor exists). A handle received on another
+// rank makes calls of its own order.
+//
+// Failures: if the constructor throws, every call fails with its error. Calling an
+// actor that made a call of its own actor and waits on it deadlocks, as in any
+// actor system. Actors live until the job ends.
+//
+// Register every method that is called with BRISK_REMOTE(Class::method); its
+// parameters and result follow the rules of remote functions. Overloaded methods
+// cannot be registered.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include "brisk/core/api.hpp"
+#include "brisk/core/function_registry.hpp"
+
+namespace brisk {
+
+// How an actor is placed and run.
+struct ActorOptions {
+  std::string name;                          // shown in errors and the timeline
+  std::map<std::string, double> resources;   // for placement and for every call; empty = {CPU: 1}
+};
+
+namespace detail {
+
+// Where an actor is: its id (the id of its creation) and its rank.
+struct ActorSelf {
+  TaskId id;
+  int rank = -1;
+  template <class A>
+  void serialize(A& ar) {
+    ar(id.hi, id.lo, rank);
+  }
+};
+
+// This rank's actor objects (actor.cpp). The table owns them until the job ends.
+void register_actor_instance(TaskId id, void* instance, void (*destroy)(void*), std::string type);
+// The object for `id` on this rank; throws brisk::Error when there is none.
+void* actor_instance(TaskId id, const char* type);
+// A caller id unique in the job (the rank in the high bits).
+std::uint64_t new_actor_caller() noexcept;
+// Destroys every actor of this rank and fails the calls still waiting (job end).
+void destroy_actors() noexcept;
+[[noreturn]] void throw_unregistered_method(const char* type);
+[[noreturn]] void throw_actor_unusable(const std::string& why);
+
+// The spelling of T, from the compiler (stable for one build on every rank).
+template <class T>
+std::string_view type_name() noexcept {
+  std::string_view p = __PRETTY_FUNCTION__;
+  const std::size_t start = p.find("T = ") + 4;
+  const std::size_t end = p.find_first_of(";]", start);
+  return p.substr(start, end - start);
+}
+
+template <class T>
+struct unref { using type = std::remove_cvref_t<T>; };
+template <class T>
+struct unref<Ref<T>> { using type = T; };
+template <class T>
+using unref_t = typename unref<std::remove_cvref_t<T>>::type;
+
+// The constructor of C as a remote function of (ActorSelf, P...).
+template <class C, class... P>
+struct ActorConstructor {
+  static ActorSelf construct(ActorSelf self, P... args) {
+    auto* object = new C(std::move(args)...);
+    register_actor_instance(self.id, object, [](void* p) { delete static_cast<C*>(p); }, std::string(type_name<C>()));
+    self.rank = brisk::rank();
+    return self;
+  }
+  static const std::string& name() {
+    static const std::string n = "actor " + std::string(type_name<C>()) + std::string(type_name<void(P...)>());
+    return n;
+  }
+  // Registered on every rank at start (the template is instantiated in the binary).
+  inline static const FunctionRegistration registration{name(), &construct};
+};
+
+template <class M>
+struct MethodTraits;
+template <class R, class C, class... P>
+struct MethodTraits<R (C::*)(P...)> {
+  using Result = R;
+  using Class = C;
+  using Invoker = R (*)(ActorSelf, P...);
+};
+template <class R, class C, class... P>
+struct MethodTraits<R (C::*)(P...) const> : MethodTraits<R (C::*)(P...)> {};
+
+template <auto M, class Invoker>
+struct MethodInvoker;
+template <auto M, class R, class... P>
+struct MethodInvoker<M, R (*)(ActorSelf, P...)> {
+  static R invoke(ActorSelf self, P... args) {
+    using C = typename MethodTraits<decltype(M)>::Class;
+    auto* object = static_cast<C*>(actor_instance(self.id, type_name<C>().data()));
+    return (object->*M)(std::forward<P>(args)...);
+  }
+};
+
+template <auto M>
+const FunctionInfo* register_method(std::string_view name) {
+  using Traits = MethodTraits<decltype(M)>;
+  const FunctionInfo* info = FunctionRegistration(name, &MethodInvoker<M, typename Traits::Invoker>::invoke).info;
+  const auto key = M;
+  register_method_key(type_name<decltype(M)>().data(), &key, sizeof(key), info);
+  return info;
+}
+
+// The calls made through one handle, numbered in order.
+struct ActorCaller {
+  std::uint64_t id = new_actor_caller();
+  std::atomic<std::uint64_t> next{0};
+};
+
+}  // namespace detail
+
+// Actor<C>: a handle to an actor of class C (see the top of this file).
+// Thread safety: a handle may be copied and called from any thread.
+template <class C>
+class Actor {
+ public:
+  Actor() = default;
+
+  // Calls `method` (a registered method of C) with `args` on the actor; returns a
+  // Ref to its result at once. Throws brisk::Error for an empty handle or an
+  // unregistered method.
+  template <class M, class... A>
+  auto call(M method, A&&... args) const {
+    using Traits = detail::MethodTraits<M>;
+    static_assert(std::is_base_of_v<typename Traits::Class, C>,
+                  "brisk::Actor::call: the method does not belong to the actor's class");
+    if (!caller_) detail::throw_actor_unusable("brisk::Actor::call: the handle is empty (default-constructed)");
+    const FunctionInfo* info = detail::find_method_key(detail::type_name<M>().data(), &method, sizeof(M));
+    if (!info) detail::throw_unregistered_method(detail::type_name<C>().data());
+    if (!failure_.empty()) detail::throw_actor_unusable(failure_);
+    auto invoker = reinterpret_cast<typename Traits::Invoker>(const_cast<void*>(info->address));
+    auto call = std::make_unique<detail::ActorCall>();
+    call->actor = self_.id;
+    call->caller = caller_->id;
+    call->seq = caller_->next.fetch_add(1, std::memory_order_relaxed);
+    if (!creation_.valid()) {  // received from another rank: the actor exists
+      call->rank = self_.rank;
+      return detail::submit_checked(options_, std::move(call), invoker, self_, std::forward<A>(args)...);
+    }
+    // The creator's handle: the call waits for the creation (and fails with its error).
+    if (creation_.ready() && !creation_.state()->has_error()) {
+      call->rank = creation_.state()->value().rank;
+    } else {
+      call->creation = creation_.state();
+      call->creation->add_ref();
+    }
+    return detail::submit_checked(options_, std::move(call), invoker, creation_, std::forward<A>(args)...);
+  }
+
+  bool valid() const noexcept { return caller_ != nullptr; }
+  // The rank the actor lives on; blocks until it is created. Rethrows the
+  // constructor's error.
+  int rank() const {
+    if (creation_.valid()) return get(creation_).rank;
+    if (!failure_.empty()) detail::throw_actor_unusable(failure_);
+    return self_.rank;
+  }
+
+  // --- for the runtime ---
+  // A task taking this handle waits for the actor's creation.
+  detail::ObjectState* brisk_dependency() const noexcept { return creation_.valid() ? creation_.state() : nullptr; }
+  template <class Ar>
+  void serialize(Ar& ar) {
+    if constexpr (std::is_same_v<Ar, Reader>) {
+      std::map<std::string, double> resources;
+      ar(self_, failure_, resources);
+      caller_ = std::make_shared<detail::ActorCaller>();
+      set_resources(std::move(resources));
+    } else {
+      detail::ActorSelf self = self_;
+      std::string failure = failure_;
+      if (creation_.valid()) {
+        if (!creation_.ready()) {
+          throw SerializationError(
+              "brisk: an Actor handle can leave its rank only once the actor exists (pass it as a task argument "
+              "of its own, which waits for that, or call rank() first)");
+        }
+        if (creation_.state()->has_error()) {
+          failure = "the actor " + std::string(detail::type_name<C>()) +
+                    " could not be created: " + creation_.state()->error()->message;
+        } else {
+          self = creation_.state()->value();
+        }
+      }
+      std::map<std::string, double> resources;
+      if (options_) resources = options_->resources;
+      ar(self, failure, resources);
+    }
+  }
+
+ private:
+  template <class D, class... A>
+  friend Actor<D> actor(const ActorOptions& options, A&&... args);
+
+  // Calls carry the actor's resources; they are named after the method.
+  void set_resources(std::map<std::string, double> resources) {
+    if (resources.empty()) return;
+    auto o = std::make_shared<TaskOptions>();
+    o->resources = std::move(resources);
+    options_ = std::move(o);
+  }
+
+  Ref<detail::ActorSelf> creation_;   // the creator's rank (and copies made there)
+  detail::ActorSelf self_;            // id; the rank once known
+  std::string failure_;               // received: why the actor is unusable
+  std::shared_ptr<const TaskOptions> options_;
+  std::shared_ptr<detail::ActorCaller> caller_;
+};
+
+// actor<C>(options, args...): creates an actor of class C with C(args...) on a rank
+// the scheduler chooses and returns its handle at once.
+template <class C, class... A>
+Actor<C> actor(const ActorOptions& options, A&&... args) {
+  using Ctor = detail::ActorConstructor<C, detail::unref_t<A>...>;
+  static_assert(std::is_constructible_v<C, detail::unref_t<A>&&...>,
+                "brisk::actor: the class has no constructor for these arguments");
+  (void)&Ctor::registration;
+  detail::require_context("brisk::actor");
+  auto task_options = std::make_shared<TaskOptions>();
+  task_options->name = options.name.empty() ? Ctor::name() : options.name;
+  task_options->interned_name = intern(task_options->name);
+  task_options->resources = options.resources;
+  task_options->actor_creation = true;
+  Actor<C> handle;
+  handle.self_.id = detail::next_task_id();
+  handle.caller_ = std::make_shared<detail::ActorCaller>();
+  handle.set_resources(options.resources);
+  handle.creation_ = detail::submit_checked(std::move(task_options), nullptr, &Ctor::construct, handle.self_,
+                                            std::forward<A>(args)...);
+  return handle;
+}
+template <class C, class... A>
+  requires(sizeof...(A) == 0 || !std::is_same_v<std::remove_cvref_t<std::tuple_element_t<0, std::tuple<A..., int>>>,
+                                               ActorOptions>)
+Actor<C> actor(A&&... args) {
+  return actor<C>(ActorOptions{}, std::forward<A>(args)...);
+}
+
+}  // namespace brisk
