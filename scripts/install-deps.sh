@@ -8,6 +8,7 @@ packages=(
   libhwloc-dev libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev libcereal-dev
+  libpng-dev
 )
 missing=()
 for p in "${packages[@]}"; do

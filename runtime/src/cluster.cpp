@@ -548,8 +548,9 @@ Rank Cluster::choose_node(const std::map<std::string, double>& demand,
     const std::int64_t in_flight = static_cast<std::int64_t>(n.sent) - static_cast<std::int64_t>(n.received);
     const std::int64_t load = r == self_.value ? local_.queued() + local_.running() : n.reported + std::max<std::int64_t>(0, in_flight);
     double score = static_cast<double>(load) / n.cpus;
-    // Actors spread over the ranks: each one already there counts as a core's load.
-    if (actor) score += static_cast<double>(n.actors) / n.cpus;
+    // Actors spread over the ranks by how many each already holds per core; the
+    // load (mostly the constructors in flight) only breaks ties.
+    if (actor) score = static_cast<double>(n.actors) / n.cpus + 1e-3 * score;
     std::uint64_t local_bytes = 0, total_bytes = 0;
     for (const auto& [holder, bytes] : hints) {
       total_bytes += bytes;

@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "brisk/core/actor.hpp"
 #include "brisk/scheduler/local_scheduler.hpp"
 #include "brisk/scheduler/topology.hpp"
@@ -14,6 +17,16 @@ std::size_t default_store_bytes() {
   if (pages <= 0 || page <= 0) return std::size_t{1} << 30;
   return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 4;
 }
+
+namespace {
+// How many ranks of the job run on this host, from the launcher (1 if unknown).
+int local_size() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"}) {
+    if (const char* v = std::getenv(name)) return std::max(1, std::atoi(v));
+  }
+  return 1;
+}
+}  // namespace
 
 NodeRuntime::NodeRuntime(const Options& options, const Topology* topology, int rank,
                          std::vector<std::string> program_args) {
@@ -37,7 +50,11 @@ NodeRuntime::NodeRuntime(const Options& options, const Topology* topology, int r
   lc.workers = workers_;
   lc.idle = options.idle;
   lc.spin = options.spin;
-  lc.topology = options.bind ? topology : nullptr;
+  // Ranks of one host that share a cpuset (mpirun --bind-to none) would bind their
+  // workers to the same cores; the kernel spreads unbound threads better.
+  const bool shared_cpuset = topology && local_size() > 1 &&
+                             static_cast<long>(topology->num_pus()) * local_size() > sysconf(_SC_NPROCESSORS_ONLN);
+  lc.topology = options.bind && !shared_cpuset ? topology : nullptr;
   lc.events = events_.get();
   lc.resources = resources;
   lc.driver_reserves_core = rank == 0;

@@ -319,10 +319,14 @@ void LocalScheduler::idle(Worker* w) noexcept {
         found = true;
         break;
       }
-      if ((i & 15) == 0 && net && net->poll() > 0) continue;
+      if ((i & 15) == 0) {
+        // A poll may take long (an MPI call yields the core when it finds nothing),
+        // so the time is checked at every poll.
+        if (net && net->poll() > 0) continue;
+        if (!forever && Clock::now() >= deadline) break;
+      }
       if ((i & 255) == 0) {
         sched_yield();
-        if (!forever && Clock::now() >= deadline) break;
         if (w->spare && running_.load(std::memory_order_relaxed) > target_) break;
       }
       detail::cpu_relax();
