@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -23,9 +24,32 @@ struct Slot {
   std::uint64_t last_caller = 0;                            // round robin among callers
 };
 
+// Where a rebuilt actor is (every rank that heard of the rebuild), and on the
+// creator's rank while it is being rebuilt, the calls waiting for it.
+struct Location {
+  int rank = -1;
+  std::uint32_t incarnation = 0;
+  bool rebuilding = false;
+  bool lost = false;
+  std::string why;                 // lost: the reason calls fail
+  std::vector<TaskBase*> parked;   // rebuilding: calls to route once it is done
+};
+
+// On the creator's rank: how to rebuild an actor with restarts.
+struct Restartable : WaiterNode {
+  TaskId id;
+  int left = 0;
+  std::function<Ref<ActorSelf>()> rebuild;
+  std::string type;
+  Ref<ActorSelf> current;          // the latest build's creation object
+  std::uint32_t incarnation = 0;
+};
+
 struct Table {
   std::mutex mutex;
   std::unordered_map<TaskId, std::shared_ptr<Slot>> slots;
+  std::unordered_map<TaskId, Location> moves;
+  std::unordered_map<TaskId, std::shared_ptr<Restartable>> restartable;
 };
 
 Table& table() {
@@ -40,9 +64,10 @@ std::shared_ptr<Slot> find_slot(const TaskId& id) {
   return it == t.slots.end() ? nullptr : it->second;
 }
 
-std::shared_ptr<const ErrorInfo> actor_error(const TaskBase* task, std::string message) {
+std::shared_ptr<const ErrorInfo> actor_error(const TaskBase* task, std::string message,
+                                             ErrorKind kind = ErrorKind::kTaskFailed) {
   auto e = std::make_shared<ErrorInfo>();
-  e->kind = ErrorKind::kTaskFailed;
+  e->kind = kind;
   e->message = std::move(message);
   e->function = task->name();
   RuntimeContext* ctx = context();
@@ -103,15 +128,180 @@ void arrive(TaskBase* task) noexcept {
 
 std::atomic<std::uint64_t> g_callers{0};
 
+void fail_lost(TaskBase* task, std::string why) noexcept {
+  task->cancel(actor_error(task, std::move(why), ErrorKind::kRankLost));
+  delete task;
+}
+
+// The rank of the latest build of the actor, or -1 while it is not known.
+int built_rank(const Ref<ActorSelf>& creation) {
+  if (!creation.ready() || creation.state()->has_error()) return -1;
+  return creation.state()->value().rank;
+}
+
+void rebuild_done(WaiterNode* node, ObjectState*) noexcept;
+
+// Starts rebuilding `r` (table lock held); false when no restart is left.
+bool start_rebuild(Table& t, Restartable& r, int lost_rank) {
+  Location& loc = t.moves[r.id];
+  if (r.left <= 0 || !r.rebuild) {
+    loc.lost = true;
+    loc.rebuilding = false;
+    loc.rank = lost_rank;
+    loc.why = fmt::format("the actor {} was on rank {}, which was lost{}", r.type, lost_rank,
+                          r.rebuild ? " (no restarts left)" : "");
+    return false;
+  }
+  --r.left;
+  loc.rebuilding = true;
+  loc.lost = false;
+  loc.rank = -1;
+  loc.incarnation = ++r.incarnation;
+  return true;
+}
+
 }  // namespace
 
 ActorCall::~ActorCall() {
   if (creation) creation->release();
 }
 
+void actors_rank_lost(int rank) noexcept {
+  Table& t = table();
+  std::vector<std::shared_ptr<Restartable>> rebuild;
+  std::vector<TaskBase*> failed;
+  {
+    std::lock_guard lock(t.mutex);
+    for (auto& [id, r] : t.restartable) {
+      auto it = t.moves.find(id);
+      const int at = it != t.moves.end() && !it->second.rebuilding ? it->second.rank : built_rank(r->current);
+      if (at != rank || (it != t.moves.end() && it->second.lost)) continue;
+      if (start_rebuild(t, *r, rank)) rebuild.push_back(r);
+    }
+    // Rebuilt actors this rank heard of (it did not create them): calls now fail.
+    for (auto& [id, loc] : t.moves) {
+      if (loc.rank == rank && !loc.lost && !loc.rebuilding && !t.restartable.count(id)) {
+        loc.lost = true;
+        loc.why = fmt::format("the actor's rank {} was lost", rank);
+      }
+    }
+  }
+  for (auto& r : rebuild) {
+    Ref<ActorSelf> next;
+    try {
+      CurrentTaskScope none(nullptr);  // submitted as a root task of this thread
+      next = r->rebuild();
+    } catch (const std::exception& e) {
+      std::lock_guard lock(t.mutex);
+      Location& loc = t.moves[r->id];
+      loc.rebuilding = false;
+      loc.lost = true;
+      loc.why = fmt::format("the actor {} could not be rebuilt: {}", r->type, e.what());
+      failed.swap(loc.parked);
+      continue;
+    }
+    ObjectState* o = next.state();
+    {
+      std::lock_guard lock(t.mutex);
+      r->current = next;
+    }
+    r->notify = &rebuild_done;
+    if (!o->add_waiter(r.get())) rebuild_done(r.get(), o);
+  }
+  for (TaskBase* task : failed) fail_lost(task, "the actor could not be rebuilt");
+}
+
+namespace {
+void rebuild_done(WaiterNode* node, ObjectState*) noexcept {
+  auto* r = static_cast<Restartable*>(node);
+  Table& t = table();
+  std::vector<TaskBase*> parked;
+  int rank = -1;
+  std::uint32_t incarnation = 0;
+  {
+    std::lock_guard lock(t.mutex);
+    Location& loc = t.moves[r->id];
+    parked.swap(loc.parked);
+    loc.rebuilding = false;
+    if (r->current.state()->has_error()) {
+      loc.lost = true;
+      loc.why = fmt::format("the actor {} could not be rebuilt: {}", r->type, r->current.state()->error()->message);
+    } else {
+      loc.rank = rank = r->current.state()->value().rank;
+      incarnation = loc.incarnation;
+    }
+  }
+  RuntimeContext* ctx = context();
+  if (rank >= 0 && ctx && ctx->distributed) ctx->distributed->announce_actor_moved(r->id, Rank{rank}, incarnation);
+  for (TaskBase* task : parked) route_actor_call(task);
+}
+}  // namespace
+
+void actor_moved(TaskId id, int rank, std::uint32_t incarnation) noexcept {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  Location& loc = t.moves[id];
+  if (incarnation < loc.incarnation) return;
+  loc.rank = rank;
+  loc.incarnation = incarnation;
+  loc.lost = false;
+  loc.rebuilding = false;
+}
+
+std::uint32_t actor_incarnation(TaskId id) noexcept {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  auto it = t.moves.find(id);
+  return it == t.moves.end() ? 0 : it->second.incarnation;
+}
+
+int actor_moved_rank(TaskId id) noexcept {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  auto it = t.moves.find(id);
+  return it == t.moves.end() || it->second.rebuilding ? -1 : it->second.rank;
+}
+
+void register_actor_restarts(TaskId id, int max_restarts, Ref<ActorSelf> creation,
+                             std::function<Ref<ActorSelf>()> rebuild, std::string type) {
+  auto r = std::make_shared<Restartable>();
+  r->id = id;
+  r->left = max_restarts;
+  r->rebuild = std::move(rebuild);
+  r->type = std::move(type);
+  r->current = std::move(creation);
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  t.restartable[id] = std::move(r);
+}
+
 void route_actor_call(TaskBase* task) noexcept {
   ActorCall& call = *task->actor_call();
   RuntimeContext* ctx = context();
+  {
+    Table& t = table();
+    std::unique_lock lock(t.mutex);
+    auto it = t.moves.find(call.actor);
+    if (it != t.moves.end()) {
+      Location& loc = it->second;
+      if (call.incarnation < loc.incarnation) {
+        lock.unlock();
+        fail_lost(task, "the actor was rebuilt on another rank after this call was made");
+        return;
+      }
+      if (loc.rebuilding) {
+        loc.parked.push_back(task);
+        return;
+      }
+      if (loc.lost) {
+        std::string why = loc.why;
+        lock.unlock();
+        fail_lost(task, std::move(why));
+        return;
+      }
+      call.rank = loc.rank;
+    }
+  }
   if (call.rank < 0 && call.creation) {
     if (call.creation->has_error()) {
       // The constructor failed: the call runs nowhere and reports that error.
@@ -120,6 +310,10 @@ void route_actor_call(TaskBase* task) noexcept {
       return;
     }
     call.rank = static_cast<TypedObject<ActorSelf>*>(call.creation)->value().rank;
+  }
+  if (ctx->distributed && call.rank >= 0 && call.rank < ctx->size && ctx->distributed->rank_lost(Rank{call.rank})) {
+    fail_lost(task, fmt::format("the actor's rank {} was lost", call.rank));
+    return;
   }
   if (call.rank == ctx->rank) {
     arrive(task);

@@ -18,6 +18,8 @@ std::string describe(const ErrorInfo& e) {
                          e.rank, e.message);
     case ErrorKind::kNotRegistered:
       return fmt::format("task '{}': {}", e.function, e.message);
+    case ErrorKind::kRankLost:
+      return fmt::format("task '{}' was lost: {}", e.function, e.message);
   }
   return e.message;
 }

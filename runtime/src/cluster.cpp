@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "brisk/core/actor.hpp"
 #include "brisk/core/detail/futex.hpp"
 #include "brisk/core/detail/object.hpp"
 #include "brisk/core/detail/task.hpp"
@@ -40,6 +41,8 @@ enum : std::uint8_t {
   kCtlState = 1,          // control-state traffic (ControlPlane)
   kCtlTimelineAsk = 2,    // rank 0 asks for every rank's events
   kCtlTimelinePart = 3,   // one rank's events
+  kCtlActorMoved = 4,     // an actor was rebuilt on another rank (from its creator)
+  kCtlEnd = 5,            // rank 0: the driver returned this exit code
 };
 
 // Task spec routes.
@@ -173,11 +176,74 @@ Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, 
   }
   control_ = std::make_unique<ControlPlane>(self_, config_.roles);
   transport_.set_message_handler([this](Rank from, std::span<const std::byte> bytes) { handle_message(from, bytes); });
-  transport_.set_failure_handler([this](Rank peer, const Status& why) {
-    std::fprintf(stderr, "brisk: rank %d: rank %d is unreachable: %s\n", self_.value, peer.value, why.message().c_str());
+  lost_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size_));
+  transport_.set_failure_handler([this](Rank peer, const Status& why) { on_rank_lost(peer, why); });
+}
+
+bool Cluster::rank_lost(Rank rank) const noexcept {
+  return rank.value >= 0 && rank.value < size_ && lost_[static_cast<std::size_t>(rank.value)].load(std::memory_order_acquire);
+}
+
+void Cluster::on_rank_lost(Rank peer, const Status& why) {
+  if (peer.value < 0 || peer.value >= size_ || lost_[static_cast<std::size_t>(peer.value)].exchange(true)) return;
+  any_lost_.store(true, std::memory_order_release);
+  std::fprintf(stderr, "brisk: rank %d: rank %d was lost: %s\n", self_.value, peer.value, why.message().c_str());
+  {
     std::lock_guard lock(gs_mutex_);
     nodes_[static_cast<std::size_t>(peer.value)].alive = false;
-  });
+  }
+  // Tasks that ran or waited there, and calls on actors there, fail (the actors with
+  // restarts are rebuilt by their creators).
+  fail_pending_on(peer);
+  detail::actors_rank_lost(peer.value);
+  if (peer.value == 0 && self_.value != 0) end_code_.store(kDriverLost, std::memory_order_release);
+}
+
+void Cluster::fail_pending_on(Rank peer) {
+  std::vector<std::pair<TaskId, Pending>> lost;
+  {
+    std::lock_guard lock(pending_mutex_);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (it->second.lineage.executor == peer) {
+        lost.emplace_back(it->first, it->second);
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& [id, p] : lost) {
+    p.result->complete_error(make_error(ErrorKind::kRankLost, fmt::format("rank {} was lost while it held the task", peer.value),
+                                        p.name ? p.name : "?", peer.value));
+    p.result->release();
+  }
+}
+
+void Cluster::announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarnation) noexcept {
+  Writer w;
+  w(static_cast<std::uint8_t>(kCtlActorMoved), actor.hi, actor.lo, rank.value, incarnation);
+  for (int r = 0; r < size_; ++r) {
+    if (r != self_.value && !rank_lost(Rank{r})) send_frame(Rank{r}, FrameKind::kControl, w.bytes());
+  }
+}
+
+void Cluster::announce_end(int code) {
+  Writer w;
+  w(static_cast<std::uint8_t>(kCtlEnd), code);
+  for (int r = 0; r < size_; ++r) {
+    if (r != self_.value && !rank_lost(Rank{r})) send_frame(Rank{r}, FrameKind::kControl, w.bytes());
+  }
+}
+
+int Cluster::wait_for_end() {
+  std::chrono::microseconds nap{50};
+  int code;
+  while ((code = end_code_.load(std::memory_order_acquire)) == kNoEnd) {
+    poll();
+    std::this_thread::sleep_for(nap);
+    nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(2));
+  }
+  return code;
 }
 
 Cluster::~Cluster() {
@@ -506,6 +572,10 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
       pending_.emplace(id, Pending{result, task->name(), std::move(lineage)});
     }
     delete task;  // drops the arguments; lent references stay counted on their objects
+    if (rank_lost(to)) {  // checked after the entry exists: a loss found meanwhile swept it or sweeps now
+      fail_pending_on(to);
+      return;
+    }
     tasks_sent_.fetch_add(1, std::memory_order_relaxed);
     if (for_placement && to == self_) {
       place(w.bytes());
@@ -1228,6 +1298,31 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
         timeline_parts_.emplace_back(body.begin(), body.end());
       }
       timeline_replies_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    case kCtlActorMoved: {
+      try {
+        Reader r(body);
+        TaskId id;
+        int rank = 0;
+        std::uint32_t incarnation = 0;
+        r(id.hi, id.lo, rank, incarnation);
+        if (rank < 0 || rank >= size_) throw SerializationError("rank out of range");
+        detail::actor_moved(id, rank, incarnation);
+      } catch (const std::exception& e) {
+        malformed(from, fmt::format("actor move: {}", e.what()));
+      }
+      return;
+    }
+    case kCtlEnd: {
+      try {
+        Reader r(body);
+        int code = 0;
+        r(code);
+        end_code_.store(code, std::memory_order_release);
+      } catch (const std::exception& e) {
+        malformed(from, fmt::format("end of job: {}", e.what()));
+      }
       return;
     }
     default:

@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <thread>
 
 #include "brisk/core/function_registry.hpp"
 #include "brisk/core/options.hpp"
@@ -219,6 +221,30 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
       Status st = cluster ? cluster->write_timeline(options.timeline)
                           : node.events()->write_chrome_trace(options.timeline, rank);
       if (!st.ok()) std::fprintf(stderr, "brisk: rank %d: %s\n", rank, st.message().c_str());
+    }
+  }
+  if (cluster) {
+    // The end travels as a brisk message, so that the ranks wait for it asleep and a
+    // dead rank 0 is noticed.
+    if (rank == 0) {
+      cluster->announce_end(exit_code);
+    } else {
+      exit_code = cluster->wait_for_end();
+      if (exit_code == Cluster::kDriverLost) {
+        std::fprintf(stderr, "brisk: rank %d: rank 0, which ran the driver, was lost; the job ends\n", rank);
+        exit_code = 1;
+      }
+    }
+    if (cluster->any_rank_lost()) {
+      // MPI cannot end a job with a dead rank (a collective or MPI_Finalize would
+      // hang): let the last messages go out, then leave without MPI.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+      while (std::chrono::steady_clock::now() < until) {
+        cluster->poll();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      std::fflush(nullptr);
+      std::_Exit(exit_code);
     }
   }
   exit_code = mpi->agree_exit_code(exit_code);

@@ -27,9 +27,14 @@
 // (a task taking one waits until the actor exists). A handle received on another
 // rank makes calls of its own order.
 //
-// Failures: if the constructor throws, every call fails with its error. Calling an
-// actor that made a call of its own actor and waits on it deadlocks, as in any
-// actor system. Actors live until the job ends.
+// Failures: if the constructor throws, every call fails with its error. If the
+// actor's rank dies (detected on the ucx transport), the calls running or queued
+// there fail with a rank-lost TaskError; with ActorOptions::max_restarts the
+// creator's rank rebuilds the actor on a live rank (state starts afresh from the
+// constructor) and later calls go there; calls made before the rebuild on other
+// ranks fail. Without restarts every later call fails. Calling an actor from its
+// own method and waiting on the result deadlocks, as in any actor system. Actors
+// live until the job ends.
 //
 // Register every method that is called with BRISK_REMOTE(Class::method); its
 // parameters and result follow the rules of remote functions. Overloaded methods
@@ -38,8 +43,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -54,6 +61,10 @@ namespace brisk {
 struct ActorOptions {
   std::string name;                          // shown in errors and the timeline
   std::map<std::string, double> resources;   // for placement and for every call; empty = {CPU: 1}
+  // How often the actor is rebuilt (its constructor rerun with the same arguments,
+  // on another rank) when its rank dies. The constructor's arguments must then be
+  // copyable.
+  int max_restarts = 0;
 };
 
 namespace detail {
@@ -74,6 +85,16 @@ void register_actor_instance(TaskId id, void* instance, void (*destroy)(void*), 
 void* actor_instance(TaskId id, const char* type);
 // A caller id unique in the job (the rank in the high bits).
 std::uint64_t new_actor_caller() noexcept;
+// How often the actor was rebuilt, as far as this rank knows (0: never).
+std::uint32_t actor_incarnation(TaskId id) noexcept;
+// The rank an actor was rebuilt on, or -1 if this rank knows of no rebuild.
+int actor_moved_rank(TaskId id) noexcept;
+// On the creator's rank: how to rebuild the actor when its rank dies.
+void register_actor_restarts(TaskId id, int max_restarts, Ref<ActorSelf> creation,
+                             std::function<Ref<ActorSelf>()> rebuild, std::string type);
+// The runtime's notices: a rank died; an actor was rebuilt elsewhere (from its creator).
+void actors_rank_lost(int rank) noexcept;
+void actor_moved(TaskId id, int rank, std::uint32_t incarnation) noexcept;
 // Destroys every actor of this rank and fails the calls still waiting (job end).
 void destroy_actors() noexcept;
 [[noreturn]] void throw_unregistered_method(const char* type);
@@ -143,10 +164,21 @@ const FunctionInfo* register_method(std::string_view name) {
   return info;
 }
 
-// The calls made through one handle, numbered in order.
+// The calls made through one handle, numbered in order; the numbers start again
+// when the actor is rebuilt.
 struct ActorCaller {
   std::uint64_t id = new_actor_caller();
-  std::atomic<std::uint64_t> next{0};
+  std::mutex mutex;
+  std::uint32_t incarnation = 0;
+  std::uint64_t next = 0;
+  std::uint64_t number(std::uint32_t current) {
+    std::lock_guard lock(mutex);
+    if (current != incarnation) {
+      incarnation = current;
+      next = 0;
+    }
+    return next++;
+  }
 };
 
 }  // namespace detail
@@ -174,7 +206,8 @@ class Actor {
     auto call = std::make_unique<detail::ActorCall>();
     call->actor = self_.id;
     call->caller = caller_->id;
-    call->seq = caller_->next.fetch_add(1, std::memory_order_relaxed);
+    call->incarnation = detail::actor_incarnation(self_.id);
+    call->seq = caller_->number(call->incarnation);
     if (!creation_.valid()) {  // received from another rank: the actor exists
       call->rank = self_.rank;
       return detail::submit_checked(options_, std::move(call), invoker, self_, std::forward<A>(args)...);
@@ -193,6 +226,7 @@ class Actor {
   // The rank the actor lives on; blocks until it is created. Rethrows the
   // constructor's error.
   int rank() const {
+    if (const int moved = detail::actor_moved_rank(self_.id); moved >= 0) return moved;
     if (creation_.valid()) return get(creation_).rank;
     if (!failure_.empty()) detail::throw_actor_unusable(failure_);
     return self_.rank;
@@ -224,6 +258,7 @@ class Actor {
           self = creation_.state()->value();
         }
       }
+      if (const int moved = detail::actor_moved_rank(self.id); moved >= 0) self.rank = moved;
       std::map<std::string, double> resources;
       if (options_) resources = options_->resources;
       ar(self, failure, resources);
@@ -267,6 +302,21 @@ Actor<C> actor(const ActorOptions& options, A&&... args) {
   handle.self_.id = detail::next_task_id();
   handle.caller_ = std::make_shared<detail::ActorCaller>();
   handle.set_resources(options.resources);
+  if (options.max_restarts < 0) detail::throw_actor_unusable("brisk::actor: max_restarts must be >= 0");
+  if (options.max_restarts > 0) {
+    if constexpr ((std::is_copy_constructible_v<std::decay_t<A>> && ...)) {
+      auto rebuild = [task_options, self = handle.self_, ... kept = std::decay_t<A>(args)]() {
+        return detail::submit_checked(task_options, nullptr, &Ctor::construct, self, kept...);
+      };
+      handle.creation_ = detail::submit_checked(task_options, nullptr, &Ctor::construct, handle.self_,
+                                                std::forward<A>(args)...);
+      detail::register_actor_restarts(handle.self_.id, options.max_restarts, handle.creation_, std::move(rebuild),
+                                      std::string(detail::type_name<C>()));
+      return handle;
+    } else {
+      detail::throw_actor_unusable("brisk::actor: max_restarts needs copyable constructor arguments");
+    }
+  }
   handle.creation_ = detail::submit_checked(std::move(task_options), nullptr, &Ctor::construct, handle.self_,
                                             std::forward<A>(args)...);
   return handle;

@@ -24,6 +24,7 @@ enum class ErrorKind {
   kInfeasible,    // no node can ever meet the task's resource demand
   kStoreFull,     // the value fits neither in memory nor on the spill disk
   kNotRegistered, // the function is not registered (BRISK_REMOTE)
+  kRankLost,      // the rank that ran it (or held its actor) died
 };
 
 // What a failed task leaves behind; shared by every object the failure reaches.

@@ -109,6 +109,18 @@ class Cluster final : public detail::Executor,
   void on_destroy(detail::ObjectState* object) noexcept override;
   int poll() noexcept override;
   void send_actor_call(detail::TaskBase* task, Rank to) noexcept override;
+  bool rank_lost(Rank rank) const noexcept override;
+  void announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarnation) noexcept override;
+
+  // --- the end of the job ---
+  // Rank 0: tells every live rank the driver's exit code.
+  void announce_end(int code);
+  // Other ranks: waits (sleeping, polling) until rank 0 announces the end; returns
+  // its code, or kDriverLost when rank 0 died.
+  int wait_for_end();
+  static constexpr int kDriverLost = -1000;
+  // Whether any rank of the job died (MPI collectives would then hang).
+  bool any_rank_lost() const noexcept { return any_lost_.load(std::memory_order_acquire); }
 
   // --- detail::ObjectCodec / ObjectResolver ---
   void encode_object(Writer& w, detail::ObjectState* object, Rank to) override;
@@ -162,6 +174,9 @@ class Cluster final : public detail::Executor,
   void handle_refcount(Rank from, std::span<const std::byte> record);
   void handle_control(Rank from, std::span<const std::byte> payload);
   void malformed(Rank from, const std::string& why);
+  // A peer died (transport failure handler): fails what it held, rebuilds actors.
+  void on_rank_lost(Rank peer, const Status& why);
+  void fail_pending_on(Rank peer);
 
   void run_here(detail::TaskBase* task) noexcept;
   // Where the arguments' bytes are (rank, bytes), for placement by locality.
@@ -228,6 +243,11 @@ class Cluster final : public detail::Executor,
   std::atomic<std::uint32_t> progress_sleeping_{0};
   std::atomic<int> fetches_in_flight_{0};
   std::atomic<int> waiting_pollers_{0};  // threads polling in fetch()
+
+  static constexpr int kNoEnd = -1001;
+  std::unique_ptr<std::atomic<bool>[]> lost_;  // per rank: found dead
+  std::atomic<bool> any_lost_{false};
+  std::atomic<int> end_code_{kNoEnd};
 
   std::atomic<std::uint64_t> tasks_sent_{0}, tasks_received_{0}, tasks_placed_{0}, results_received_{0},
       fetches_{0}, fetched_bytes_{0}, malformed_{0}, frames_sent_{0};

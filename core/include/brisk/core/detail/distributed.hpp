@@ -120,6 +120,10 @@ class Distributed {
   // Sends an actor call (ready, see task.hpp) to the rank its actor lives on, where
   // it enters the actor's mailbox. Takes the task.
   virtual void send_actor_call(TaskBase* task, Rank to) noexcept = 0;
+  // Whether `rank` is known dead (ranks are never revived).
+  virtual bool rank_lost(Rank rank) const noexcept = 0;
+  // Tells every other live rank that an actor was rebuilt on `rank` (actor.cpp).
+  virtual void announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarnation) noexcept = 0;
   // brisk::timeline on rank 0: one trace with every rank's events.
   virtual Status write_timeline(const std::string& path) = 0;
 };

@@ -48,6 +48,7 @@ struct ActorCall {
   TaskId actor;
   std::uint64_t caller = 0;
   std::uint64_t seq = 0;
+  std::uint32_t incarnation = 0;  // the actor's build the call was numbered for (restarts)
   int rank = -1;
   ObjectState* creation = nullptr;
   bool dispatched = false;  // the mailbox handed it to the executor
