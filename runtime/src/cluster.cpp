@@ -427,8 +427,12 @@ void Cluster::submit(TaskBase* task) noexcept {
     const auto* demand = task->resources();
     const bool must_move = demand && !local_.can_ever_run(*demand);
     const bool actor = task->options() && task->options()->actor_creation;
-    if (must_move || actor || local_.queued() >= config_.spill_queue) {
-      const Rank gs = config_.roles.scheduler_for(self_);
+    // Work waits here while another rank has an idle core (as this rank's global
+    // scheduler last heard): let the scheduler place it (only where that scheduler
+    // is this rank, so no message is spent to find out).
+    const Rank gs = config_.roles.scheduler_for(self_);
+    const bool balance = gs == self_ && local_.queued() > 0 && idle_elsewhere_.load(std::memory_order_relaxed);
+    if (must_move || actor || balance || local_.queued() >= config_.spill_queue) {
       if (gs != self_) {
         ship(task, gs, true);
         return;
@@ -1342,6 +1346,14 @@ void Cluster::apply_node_statuses(const std::vector<NodeStatus>& statuses) {
     load.received = n.received;
     load.alive = load.alive && n.alive;
   }
+  bool idle = false;
+  for (int r = 0; r < size_; ++r) {
+    const NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
+    if (r == self_.value || !n.alive) continue;
+    const std::int64_t in_flight = static_cast<std::int64_t>(n.sent) - static_cast<std::int64_t>(n.received);
+    if (static_cast<double>(n.reported + std::max<std::int64_t>(0, in_flight)) < n.cpus) idle = true;
+  }
+  idle_elsewhere_.store(idle, std::memory_order_relaxed);
 }
 
 std::vector<std::byte> Cluster::snapshot_events() const {

@@ -313,6 +313,8 @@ WayResult run_search(const ExperimentConfig& c, bool use_brisk, const Progress& 
   // Rollouts still running when a move's budget ends are dropped from that move;
   // the last ones are waited for before the way ends.
   std::vector<brisk::Ref<std::pair<double, int>>> abandoned;
+  Clock::duration total_wait{};
+  std::int64_t finished = 0;
   for (int move = 0; move < c.search_moves && !game.done(); ++move) {
     MctsConfig mc;
     mc.seed = mix_seed(c.seed, static_cast<std::uint64_t>(move));
@@ -321,23 +323,34 @@ WayResult run_search(const ExperimentConfig& c, bool use_brisk, const Progress& 
     if (use_brisk) {
       std::vector<brisk::Ref<std::pair<double, int>>> pending;
       std::vector<std::int32_t> handles;
-      while (Clock::now() < deadline) {
-        while (static_cast<int>(pending.size()) < c.search_parallel) {
+      std::vector<Clock::time_point> started;
+      for (;;) {
+        // Start no rollout that would likely end after the budget: its work would
+        // be thrown away (the estimate is the mean time rollouts took so far).
+        const auto now = Clock::now();
+        if (now >= deadline) break;
+        const auto typical = finished ? total_wait / finished : Clock::duration::zero();
+        while (static_cast<int>(pending.size()) < c.search_parallel && (pending.empty() || deadline - now > typical)) {
           Leaf leaf = tree.select_and_expand();
           handles.push_back(leaf.handle);
+          started.push_back(Clock::now());
           pending.push_back(brisk::remote(rollout_task, leaf, c.rollout_depth, 1, promising));
         }
         const auto left = deadline - Clock::now();
         if (left <= Clock::duration::zero()) break;
         auto w = brisk::wait(pending, 1, left);
+        const auto seen = Clock::now();
         for (std::size_t i = 0, ri = 0; i < pending.size();) {
           if (ri < w.ready.size() && pending[i] == w.ready[ri]) {
             const auto [value, count] = brisk::get(pending[i]);
             tree.backup(handles[i], value);
             r.rollouts += count;
+            total_wait += seen - started[i];
+            ++finished;
             ++ri;
             pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(i));
             handles.erase(handles.begin() + static_cast<std::ptrdiff_t>(i));
+            started.erase(started.begin() + static_cast<std::ptrdiff_t>(i));
           } else {
             ++i;
           }

@@ -188,6 +188,8 @@ int main(int argc, char** argv) {
     app.add_option("--async-k", a.config.async_batch, "wait(num_returns=k) of the async way (0: envs/4)")->capture_default_str();
     app.add_option("--search-moves", a.config.search_moves, "moves played by tree search")->capture_default_str();
     app.add_option("--move-budget-ms", a.config.move_budget_ms, "time budget per move")->capture_default_str();
+    app.add_option("--search-parallel", a.config.search_parallel, "rollouts in flight (brisk search)")
+        ->capture_default_str()->check(CLI::PositiveNumber);
     app.add_option("--rollout-depth", a.config.rollout_depth, "steps per rollout")->capture_default_str();
     app.add_option("--search-step-ms", a.config.search_cost.mean_ms, "extra work per step inside rollouts")->capture_default_str();
     app.add_option("--learn-steps", a.learn_steps, "steps of the learning run (0: none)")->capture_default_str();

@@ -228,6 +228,7 @@ class Cluster final : public detail::Executor,
   std::mutex gs_mutex_;
   std::vector<NodeLoad> nodes_;
   bool is_scheduler_ = false;
+  std::atomic<bool> idle_elsewhere_{false};  // another rank had an idle core at its last heartbeat
   std::uint64_t heartbeat_sequence_ = 0;
   std::vector<std::uint64_t> event_cursors_;  // progress thread only
   std::uint64_t events_missed_ = 0;
