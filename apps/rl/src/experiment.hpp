@@ -28,7 +28,7 @@ namespace brisk_rl {
 
 struct ExperimentConfig {
   int envs = 8;
-  std::int64_t steps = 2000;       // environment steps per way
+  std::int64_t steps = 1200;       // environment steps per way
   StepCost cost{7.0, 0.0};         // extra work per step
   std::uint64_t seed = 1;
   int async_batch = 0;             // k of wait(num_returns=k); 0: envs / 4, at least 1

@@ -26,7 +26,7 @@ using brisk_rl::WayResult;
 struct Args {
   ExperimentConfig config;
   std::vector<std::string> ways{"single", "bsp", "async", "search"};
-  std::int64_t learn_steps = 240000;
+  std::int64_t learn_steps = 2000000;
   std::string learn_way = "async";
   std::string out = "rl_out";
   bool json = false;
