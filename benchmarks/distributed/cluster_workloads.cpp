@@ -574,6 +574,10 @@ double read_us(Pair p, std::uint64_t bytes, int reps) {
   for (int r = 0; r < reps; ++r) {
     auto made = brisk::task(Container<C>::make).resources(on(p.a)).remote(bytes);
     brisk::wait(std::vector<brisk::Ref<C>>{made});
+    // A task on the reader first, so that the read finds its ranks awake, as in a
+    // stream of work: after an idle millisecond a rank's progress thread naps (up to
+    // 1 ms), and the read would time the wake-up rather than the transfer.
+    brisk::get(brisk::task(where).resources(on(p.b)).remote());
     const auto t0 = Clock::now();
     const std::uint64_t n = brisk::get(brisk::task(Container<C>::read).resources(on(p.b)).remote(made));
     times.push_back(us_since(t0));

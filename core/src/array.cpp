@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -32,9 +33,25 @@ std::size_t rounded(std::size_t bytes) {
   return (bytes + unit - 1) / unit * unit;
 }
 
+std::atomic<SharedMemory*> g_shared{nullptr};
+std::atomic<SharedMemory*> g_retired{nullptr};  // the one before: its arrays may still be freed
+thread_local bool t_private = false;
+
 }  // namespace
 
+void set_shared_memory(SharedMemory* memory) noexcept {
+  SharedMemory* old = g_shared.exchange(memory, std::memory_order_acq_rel);
+  if (old) g_retired.store(old, std::memory_order_release);
+}
+
+PrivateArrays::PrivateArrays() noexcept : previous_(t_private) { t_private = true; }
+PrivateArrays::~PrivateArrays() { t_private = previous_; }
+
 void* array_allocate(std::size_t bytes) {
+  if (SharedMemory* shared = g_shared.load(std::memory_order_acquire);
+      shared && !t_private && bytes >= shared->min_bytes) {
+    if (void* p = shared->allocate(bytes)) return p;
+  }
   if (bytes < kCached) {
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p) throw std::bad_alloc();
@@ -60,6 +77,9 @@ void* array_allocate(std::size_t bytes) {
 
 void array_free(void* p, std::size_t bytes) noexcept {
   if (!p) return;
+  for (SharedMemory* shared : {g_shared.load(std::memory_order_acquire), g_retired.load(std::memory_order_acquire)}) {
+    if (shared && shared->release(p)) return;
+  }
   if (bytes >= kCached) {
     const std::size_t size = rounded(bytes);
     Cache& c = cache();

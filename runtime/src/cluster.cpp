@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "brisk/core/actor.hpp"
+#include "brisk/core/array.hpp"
 #include "brisk/core/detail/futex.hpp"
 #include "brisk/core/detail/object.hpp"
 #include "brisk/core/detail/task.hpp"
@@ -246,7 +247,44 @@ int Cluster::wait_for_end() {
   return code;
 }
 
+// The arena as Array storage (see detail::SharedMemory). Never deleted: arrays made
+// in it may be freed after the Cluster is gone, and must then be recognised.
+class Cluster::ArenaMemory final : public detail::SharedMemory {
+ public:
+  ArenaMemory(std::span<std::byte> arena, ArenaAllocator* allocator, std::size_t min)
+      : base_(arena.data()), size_(arena.size()), allocator_(allocator) {
+    min_bytes = min;
+  }
+  void* allocate(std::size_t bytes) noexcept override {
+    ArenaAllocator* a = allocator_.load(std::memory_order_acquire);
+    // Arrays take at most half the arena: the rest is for copies of other objects.
+    if (!a || a->used() + bytes > size_ / 2) return nullptr;
+    try {
+      auto offset = a->allocate(bytes);
+      return offset ? base_ + *offset : nullptr;
+    } catch (...) {
+      return nullptr;
+    }
+  }
+  bool release(void* p) noexcept override {
+    auto* b = static_cast<std::byte*>(p);
+    if (b < base_ || b >= base_ + size_) return false;
+    if (ArenaAllocator* a = allocator_.load(std::memory_order_acquire)) a->free(static_cast<std::uint64_t>(b - base_));
+    return true;
+  }
+  void retire() noexcept { allocator_.store(nullptr, std::memory_order_release); }
+
+ private:
+  std::byte* base_;
+  std::size_t size_;
+  std::atomic<ArenaAllocator*> allocator_;
+};
+
 Cluster::~Cluster() {
+  if (shared_memory_) {
+    detail::set_shared_memory(nullptr);
+    shared_memory_->retire();
+  }
   stop();
   transport_.set_message_handler([](Rank, std::span<const std::byte>) {});
   transport_.set_failure_handler([](Rank, const Status&) {});
@@ -254,6 +292,10 @@ Cluster::~Cluster() {
 
 void Cluster::start() {
   if (running_.exchange(true)) return;
+  if (arena_registration_ && !arena_.empty()) {
+    shared_memory_ = new ArenaMemory(arena_, &arena_alloc_, std::max<std::size_t>(config_.inline_bytes + 1, 4096));
+    detail::set_shared_memory(shared_memory_);
+  }
   if (is_scheduler_) control_->subscribe_nodes();  // reaches every shard
   progress_ = std::thread([this] { progress_main(); });
 }
@@ -302,7 +344,7 @@ void Cluster::progress_main() {
     // may read: here (Open MPI 4.1 over shared memory, UCX over TCP) a get moves
     // only as both the reader and the holder poll.
     if (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0 ||
-        arena_alloc_.used() > 0) {
+        exported_.load(std::memory_order_relaxed) > 0) {
       sched_yield();
       continue;
     }
@@ -784,14 +826,17 @@ void Cluster::forward_result(Rank owner, TaskId task, ObjectState* result) noexc
       encode_object(w, result, owner);  // an error, or inline
     } else {
       // The bytes stay here, in the arena, until the owner frees them.
-      std::optional<RemoteCopy> copy = export_object(result);
+      bool in_place = false;
+      std::optional<RemoteCopy> copy = export_object(result, in_place);
       if (!copy) {
         encode_object(w, result, owner);  // the arena is full: inline
       } else {
+        if (in_place) result->add_ref();  // the bytes are the value's: keep it until the owner frees them
         {
           std::lock_guard lock(held_mutex_);
-          held_[id] = Held{copy->offset, copy->length};
+          held_[id] = Held{copy->offset, copy->length, in_place ? result : nullptr};
         }
+        exported_.fetch_add(1, std::memory_order_relaxed);
         control_->add_object(ObjectRecord{id, self_, copy->length, false});
         w(detail::kObjRemote, id.hi, id.lo, owner.value, self_.value, *copy);
       }
@@ -889,12 +934,24 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
 // ---------------------------------------------------------------------------
 // Objects across ranks.
 
-std::optional<RemoteCopy> Cluster::export_object(ObjectState* o) {
+std::optional<RemoteCopy> Cluster::export_object(ObjectState* o, bool& in_place) {
+  in_place = false;
   if (!arena_registration_) return std::nullopt;  // no one-sided path: inline
   Pinned pinned(o);
   RemoteCopy copy;
   copy.region = arena_registration_->remote();
   const ObjectState::RawView raw = o->raw_view();
+  const auto* bytes = static_cast<const std::byte*>(raw.data);
+  if (raw.data && raw.length && bytes >= arena_.data() && bytes + raw.length <= arena_.data() + arena_.size()) {
+    // The value's storage is in the arena already (a brisk::Array): readers pull it
+    // from there, and the block lives as long as the value.
+    copy.offset = static_cast<std::uint64_t>(bytes - arena_.data());
+    copy.length = raw.length;
+    copy.count = raw.count;
+    copy.raw = true;
+    in_place = true;
+    return copy;
+  }
   if (raw.data) {
     // The bytes keep the alignment (mod 64) of the value's own storage, which is what
     // the reader's allocator will most likely give the copy it pulls into: a
@@ -956,7 +1013,8 @@ void Cluster::encode_object(Writer& w, ObjectState* o, Rank) {
     return;
   }
   if (!copy) {
-    copy = export_object(o);
+    bool in_place = false;
+    copy = export_object(o, in_place);
     if (!copy) {
       write_inline(w, o);  // no room in the arena: inline (frames carry up to 1 GiB)
       return;
@@ -966,12 +1024,14 @@ void Cluster::encode_object(Writer& w, ObjectState* o, Rank) {
     {
       std::lock_guard lock(nd.mutex);
       if (nd.exported) {
-        arena_alloc_.free(block_of(copy->offset));  // another thread exported it meanwhile
+        if (!in_place) arena_alloc_.free(block_of(copy->offset));  // another thread exported it meanwhile
         copy = nd.exported;
       } else {
         nd.exported = copy;
+        nd.exported_in_place = in_place;
         nd.owner = self_;
         fresh = true;
+        exported_.fetch_add(1, std::memory_order_relaxed);
       }
     }
     if (fresh) control_->add_object(ObjectRecord{id, self_, copy->length, false});
@@ -1101,7 +1161,8 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
                  id.hex().c_str(), e.what());
   }
   if (d->exported) {
-    arena_alloc_.free(block_of(d->exported->offset));
+    exported_.fetch_sub(1, std::memory_order_relaxed);
+    if (!d->exported_in_place) arena_alloc_.free(block_of(d->exported->offset));
     control_->add_object(ObjectRecord{id, self_, d->exported->length, true});
   }
   if (d->lineage || !d->holders.empty() || d->exported) control_->forget(id);
@@ -1118,7 +1179,12 @@ void Cluster::release_held(ObjectId id) {
     }
   }
   if (!held) return;
-  arena_alloc_.free(block_of(held->offset));
+  exported_.fetch_sub(1, std::memory_order_relaxed);
+  if (held->value) {
+    held->value->release();  // frees the block with the value
+  } else {
+    arena_alloc_.free(block_of(held->offset));
+  }
   control_->add_object(ObjectRecord{id, self_, held->length, true});
 }
 
@@ -1152,7 +1218,11 @@ void Cluster::fetch_async(ObjectState* o, std::function<void(const Status&)> don
       if (copy.offset + copy.length > arena_.size()) throw SerializationError("copy outside the arena");
       const std::byte* src = arena_.data() + copy.offset;
       if (copy.raw) {
-        std::byte* dst = o->prepare_raw(copy.length, copy.count);
+        std::byte* dst = nullptr;
+        {
+          detail::PrivateArrays private_arrays;  // copied into private memory (huge pages, cache)
+          dst = o->prepare_raw(copy.length, copy.count);
+        }
         if (copy.length) std::memcpy(dst, src, copy.length);
         o->commit_fetched();
       } else {
@@ -1169,7 +1239,14 @@ void Cluster::fetch_async(ObjectState* o, std::function<void(const Status&)> don
   std::shared_ptr<std::vector<std::byte>> staging;
   try {
     if (copy.raw) {
-      dst = o->prepare_raw(copy.length, copy.count);
+      if (copy.length > kWorkerPullBytes) {
+        // Large pulls land in private memory (huge pages, the cache of blocks): here
+        // that was faster than the registered arena, which smaller pulls land in.
+        detail::PrivateArrays private_arrays;
+        dst = o->prepare_raw(copy.length, copy.count);
+      } else {
+        dst = o->prepare_raw(copy.length, copy.count);
+      }
     } else {
       staging = std::make_shared<std::vector<std::byte>>(copy.length);
       dst = staging->data();

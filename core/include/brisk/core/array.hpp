@@ -43,6 +43,34 @@ void* array_allocate(std::size_t bytes);
 void array_free(void* p, std::size_t bytes) noexcept;
 // Bytes held in the cache (for tests and diagnostics).
 std::size_t array_cache_bytes() noexcept;
+
+// Memory that other ranks read one-sidedly (the rank's registered arena), installed
+// by the runtime of a multi-rank job: arrays of at least `min_bytes` are placed in it
+// while it has room, so that another rank pulls them from where they are, with no
+// copy first. `allocate` returns nullptr when there is no room; `release` returns
+// false for memory that is not its own. Both are called from any thread.
+class SharedMemory {
+ public:
+  virtual ~SharedMemory() = default;
+  virtual void* allocate(std::size_t bytes) noexcept = 0;
+  virtual bool release(void* p) noexcept = 0;
+  std::size_t min_bytes = 0;
+};
+// Installs `memory` (nullptr: none). The previous one must stay valid for arrays it
+// still holds, and recognise their release.
+void set_shared_memory(SharedMemory* memory) noexcept;
+// While one exists on a thread, its arrays use private memory (the destinations of
+// pulls: huge pages and the cache beat the registered arena there).
+class PrivateArrays {
+ public:
+  PrivateArrays() noexcept;
+  ~PrivateArrays();
+  PrivateArrays(const PrivateArrays&) = delete;
+  PrivateArrays& operator=(const PrivateArrays&) = delete;
+
+ private:
+  bool previous_;
+};
 }  // namespace detail
 
 template <class T>

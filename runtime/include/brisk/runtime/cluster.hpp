@@ -148,7 +148,9 @@ class Cluster final : public detail::Executor,
   struct Held {
     std::uint64_t offset;
     std::uint64_t length;
+    detail::ObjectState* value = nullptr;  // exported in place: a reference that keeps the bytes
   };
+  class ArenaMemory;
   struct NodeLoad {
     std::map<std::string, double> capacity;
     double cpus = 1;
@@ -190,7 +192,9 @@ class Cluster final : public detail::Executor,
   void send_error_result(Rank owner, TaskId task, std::shared_ptr<const ErrorInfo> error);
   void forward_result(Rank owner, TaskId task, detail::ObjectState* result) noexcept;
 
-  std::optional<detail::RemoteCopy> export_object(detail::ObjectState* object);
+  // Where readers pull `object` from: a copy in the arena, or (`in_place`) the value's
+  // own storage when it lies in the arena already.
+  std::optional<detail::RemoteCopy> export_object(detail::ObjectState* object, bool& in_place);
   void remember(detail::ObjectState* object);  // into the directory
   void drop_borrow(Rank lender, ObjectId id, std::uint64_t count);
   // The object with this id that this rank shares with others (directory), or null.
@@ -210,6 +214,8 @@ class Cluster final : public detail::Executor,
   std::span<std::byte> arena_;
   std::unique_ptr<MemoryRegistration> arena_registration_;
   ArenaAllocator arena_alloc_;
+  ArenaMemory* shared_memory_ = nullptr;  // Array storage in the arena (never deleted)
+  std::atomic<std::int64_t> exported_{0};  // objects others may pull from this rank now
   std::unique_ptr<ControlPlane> control_;
 
   std::vector<std::unique_ptr<Outbox>> outboxes_;

@@ -69,8 +69,11 @@ struct DistInfo {
   std::vector<std::pair<int, std::uint64_t>> borrowed;
   // Ranks holding an exported copy that the owner frees when the object dies.
   std::vector<int> holders;
-  // This rank's exported copy (a block of the rank's registered arena).
+  // This rank's exported copy (a block of the rank's registered arena), or the
+  // value's own storage when it already lies in the arena (`exported_in_place`: the
+  // block belongs to the value and is freed with it).
   std::optional<RemoteCopy> exported;
+  bool exported_in_place = false;
   // A pull in flight: completions to run when it ends.
   bool fetching = false;
   std::vector<std::function<void(const Status&)>> on_fetched;
