@@ -8,7 +8,10 @@
 // large (2 MiB and up). Use it for bulk data that moves between tasks on different
 // ranks; it serializes like a vector (length, then the elements). Freed large blocks
 // are cached and reused, so a steady stream of same-sized arrays (one per iteration)
-// touches no fresh pages.
+// touches no fresh pages. In a multi-rank job, arrays larger than the inline
+// threshold are placed in the rank's registered arena while it has room, so that
+// another rank pulls them from where they are; such an array must not outlive
+// brisk::run (the arena goes with it).
 //
 //   brisk::Array<double> field(n);                        // zero-filled
 //   auto raw = brisk::Array<float>::for_overwrite(n);     // contents indeterminate
