@@ -160,6 +160,16 @@ std::vector<brisk::Actor<Simulator>> make_simulators(const ExperimentConfig& c) 
   return sims;
 }
 
+// The simulator actors of a brisk way, created before its clock starts, and their
+// first observations handed to the agent.
+std::vector<brisk::Actor<Simulator>> start_simulators(const ExperimentConfig& c, Agent& agent) {
+  auto sims = make_simulators(c);
+  for (int e = 0; e < c.envs; ++e) {
+    agent.set_features(e, brisk::get(sims[static_cast<std::size_t>(e)].call(&Simulator::observe)).features);
+  }
+  return sims;
+}
+
 int calibrate_here() {
   calibrate_step_work();
   return brisk::rank();
@@ -198,8 +208,7 @@ WayResult run_bsp(const ExperimentConfig& c, const Progress& progress) {
   WayResult r;
   r.name = "bsp";
   Agent agent(c);
-  auto sims = make_simulators(c);
-  for (int e = 0; e < c.envs; ++e) agent.set_features(e, brisk::get(sims[static_cast<std::size_t>(e)].call(&Simulator::observe)).features);
+  auto sims = start_simulators(c, agent);
   const auto envs = all_envs(c.envs);
   std::vector<brisk::Ref<EnvStep>> refs(static_cast<std::size_t>(c.envs));
   const auto t0 = Clock::now();
@@ -222,8 +231,7 @@ WayResult run_async(const ExperimentConfig& c, const Progress& progress) {
   WayResult r;
   r.name = "async";
   Agent agent(c);
-  auto sims = make_simulators(c);
-  for (int e = 0; e < c.envs; ++e) agent.set_features(e, brisk::get(sims[static_cast<std::size_t>(e)].call(&Simulator::observe)).features);
+  auto sims = start_simulators(c, agent);
   const std::size_t k = static_cast<std::size_t>(c.async_batch > 0 ? std::min(c.async_batch, c.envs) : std::max(1, c.envs / 4));
   // One step in flight per environment; `owner` maps a Ref back to its environment.
   std::vector<brisk::Ref<EnvStep>> pending;
