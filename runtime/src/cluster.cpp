@@ -178,6 +178,7 @@ Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, 
   control_ = std::make_unique<ControlPlane>(self_, config_.roles);
   transport_.set_message_handler([this](Rank from, std::span<const std::byte> bytes) { handle_message(from, bytes); });
   lost_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size_));
+  keep_specs_ = std::string_view(transport_.name()) == "ucx";
   transport_.set_failure_handler([this](Rank peer, const Status& why) { on_rank_lost(peer, why); });
 }
 
@@ -202,15 +203,34 @@ void Cluster::on_rank_lost(Rank peer, const Status& why) {
 
 void Cluster::fail_pending_on(Rank peer) {
   std::vector<std::pair<TaskId, Pending>> lost;
+  std::vector<std::shared_ptr<const std::vector<std::byte>>> replay;
   {
     std::lock_guard lock(pending_mutex_);
     for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second.lineage.executor == peer) {
+      if (it->second.lineage.executor != peer) {
+        ++it;
+      } else if (it->second.spec) {
+        // Runs again elsewhere: the entry stays, waiting for the new executor's result.
+        it->second.lineage.executor = self_;
+        replay.push_back(it->second.spec);
+        {
+          std::lock_guard rl(replayed_mutex_);
+          replayed_.insert(it->first);
+        }
+        ++it;
+      } else {
         lost.emplace_back(it->first, it->second);
         it = pending_.erase(it);
-      } else {
-        ++it;
       }
+    }
+  }
+  const Rank gs = config_.roles.scheduler_for(self_);
+  tasks_replayed_.fetch_add(replay.size(), std::memory_order_relaxed);
+  for (const auto& spec : replay) {
+    if (gs == self_) {
+      place(*spec);
+    } else if (!rank_lost(gs)) {
+      post(gs, FrameKind::kTask, *spec);
     }
   }
   for (auto& [id, p] : lost) {
@@ -613,9 +633,15 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
       std::lock_guard lock(d.mutex);
       d.lineage = true;
     }
+    std::shared_ptr<const std::vector<std::byte>> spec;
+    if (keep_specs_ && !task->actor_call()) {  // an actor call cannot run anywhere else
+      auto bytes = std::make_shared<std::vector<std::byte>>(w.bytes().begin(), w.bytes().end());
+      (*bytes)[0] = std::byte{kRoutePlace};
+      spec = std::move(bytes);
+    }
     {
       std::lock_guard lock(pending_mutex_);
-      pending_.emplace(id, Pending{result, task->name(), std::move(lineage)});
+      pending_.emplace(id, Pending{result, task->name(), std::move(lineage), std::move(spec)});
     }
     delete task;  // drops the arguments; lent references stay counted on their objects
     if (rank_lost(to)) {  // checked after the entry exists: a loss found meanwhile swept it or sweeps now
@@ -868,7 +894,8 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
     std::lock_guard lock(pending_mutex_);
     auto it = pending_.find(id);
     if (it == pending_.end()) {
-      malformed(from, fmt::format("result for unknown task {}", id.hex()));
+      std::lock_guard rl(replayed_mutex_);
+      if (replayed_.count(id) == 0) malformed(from, fmt::format("result for unknown task {}", id.hex()));
       return;
     }
     p = it->second;
@@ -1507,6 +1534,7 @@ ClusterStats Cluster::stats() const {
   s.fetches = fetches_.load();
   s.fetched_bytes = fetched_bytes_.load();
   s.malformed = malformed_.load();
+  s.tasks_replayed = tasks_replayed_.load();
   s.frames_sent = frames_sent_.load();
   s.arena_used = arena_alloc_.used();
   {

@@ -33,6 +33,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "brisk/core/detail/context.hpp"
@@ -57,6 +58,7 @@ struct ClusterStats {
   std::uint64_t fetches = 0;          // one-sided pulls started
   std::uint64_t fetched_bytes = 0;
   std::uint64_t malformed = 0;        // messages dropped as malformed
+  std::uint64_t tasks_replayed = 0;   // tasks sent again because their rank died
   std::uint64_t frames_sent = 0;
   std::uint64_t arena_used = 0;
   std::size_t directory = 0;          // objects shared with other ranks, alive here
@@ -144,6 +146,9 @@ class Cluster final : public detail::Executor,
     detail::ObjectState* result;  // one reference held
     const char* name;
     LineageRecord lineage;        // updated with the executor when the result comes
+    // The task's spec, kept where ranks can die without ending the job (ucx) so that
+    // a task lost with its rank runs again elsewhere (same id, same arguments).
+    std::shared_ptr<const std::vector<std::byte>> spec;
   };
   struct Held {
     std::uint64_t offset;
@@ -255,9 +260,12 @@ class Cluster final : public detail::Executor,
   std::unique_ptr<std::atomic<bool>[]> lost_;  // per rank: found dead
   std::atomic<bool> any_lost_{false};
   std::atomic<int> end_code_{kNoEnd};
+  bool keep_specs_ = false;  // the transport reports dead ranks: keep specs to replay
+  std::mutex replayed_mutex_;
+  std::unordered_set<TaskId> replayed_;  // results of these may come twice: the second is dropped
 
   std::atomic<std::uint64_t> tasks_sent_{0}, tasks_received_{0}, tasks_placed_{0}, results_received_{0},
-      fetches_{0}, fetched_bytes_{0}, malformed_{0}, frames_sent_{0};
+      fetches_{0}, fetched_bytes_{0}, malformed_{0}, frames_sent_{0}, tasks_replayed_{0};
 };
 
 }  // namespace brisk
