@@ -283,12 +283,19 @@ std::optional<std::string> apply_heartbeat_ms(std::string_view v, Options& o) {
   return std::nullopt;
 }
 
+std::optional<std::string> apply_failure_timeout_ms(std::string_view v, Options& o) {
+  const auto n = parse_unsigned<long long>(v);
+  if (!n || *n < 10 || *n > 3600000) return "expected an integer number of milliseconds from 10 to 3600000";
+  o.failure_timeout_ms = static_cast<int>(*n);
+  return std::nullopt;
+}
+
 std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
   return apply_count(v, o.shard_events, 1 << 20);
 }
 
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 20> kSpecs = {{
+constexpr std::array<OptionSpec, 21> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -353,6 +360,11 @@ constexpr std::array<OptionSpec, 20> kSpecs = {{
      "Task events each rank sends to the control state's event log per heartbeat (the rest "
      "stay in the rank's own log, which the timeline reads); 0 = none.",
      apply_shard_events},
+    {"brisk-failure-timeout-ms", "BRISK_FAILURE_TIMEOUT_MS", "MS", "2000",
+     "expected an integer number of milliseconds from 10 to 3600000",
+     "With --brisk-transport=ucx, a rank whose heartbeats stop for this long is declared "
+     "dead and its work runs elsewhere (a killed process is reported sooner by the transport).",
+     apply_failure_timeout_ms},
 }};
 
 const OptionSpec* find_spec(std::string_view name) {

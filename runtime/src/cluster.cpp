@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -44,6 +45,7 @@ enum : std::uint8_t {
   kCtlTimelinePart = 3,   // one rank's events
   kCtlActorMoved = 4,     // an actor was rebuilt on another rank (from its creator)
   kCtlEnd = 5,            // rank 0: the driver returned this exit code
+  kCtlRankDead = 6,       // a global scheduler declared a rank dead (its heartbeats stopped)
 };
 
 // Task spec routes.
@@ -189,7 +191,10 @@ bool Cluster::rank_lost(Rank rank) const noexcept {
 void Cluster::on_rank_lost(Rank peer, const Status& why) {
   if (peer.value < 0 || peer.value >= size_ || lost_[static_cast<std::size_t>(peer.value)].exchange(true)) return;
   any_lost_.store(true, std::memory_order_release);
-  std::fprintf(stderr, "brisk: rank %d: rank %d was lost: %s\n", self_.value, peer.value, why.message().c_str());
+  // Once the end is announced, ranks leaving are expected.
+  if (end_code_.load(std::memory_order_acquire) == kNoEnd) {
+    std::fprintf(stderr, "brisk: rank %d: rank %d was lost: %s\n", self_.value, peer.value, why.message().c_str());
+  }
   {
     std::lock_guard lock(gs_mutex_);
     nodes_[static_cast<std::size_t>(peer.value)].alive = false;
@@ -199,6 +204,29 @@ void Cluster::on_rank_lost(Rank peer, const Status& why) {
   fail_pending_on(peer);
   detail::actors_rank_lost(peer.value);
   if (peer.value == 0 && self_.value != 0) end_code_.store(kDriverLost, std::memory_order_release);
+}
+
+void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
+  std::vector<int> silent;
+  {
+    std::lock_guard lock(gs_mutex_);
+    for (int r = 0; r < size_; ++r) {
+      NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
+      if (r == self_.value || !n.alive || rank_lost(Rank{r})) continue;
+      if (n.heard == std::chrono::steady_clock::time_point{}) n.heard = now;  // the clock starts now
+      if (now - n.heard > config_.failure_timeout) silent.push_back(r);
+    }
+  }
+  for (int r : silent) {
+    const std::string why = fmt::format("no heartbeat for {} ms (declared dead by the global scheduler on rank {})",
+                                        config_.failure_timeout.count(), self_.value);
+    Writer w;
+    w(static_cast<std::uint8_t>(kCtlRankDead), r, why);
+    for (int to = 0; to < size_; ++to) {
+      if (to != self_.value && !rank_lost(Rank{to})) send_frame(Rank{to}, FrameKind::kControl, w.bytes());
+    }
+    on_rank_lost(Rank{r}, unavailable(why));
+  }
 }
 
 void Cluster::fail_pending_on(Rank peer) {
@@ -348,6 +376,7 @@ void Cluster::progress_main() {
     const Clock::time_point now = Clock::now();
     if (now >= next_heartbeat) {
       heartbeat();
+      if (is_scheduler_ && keep_specs_) check_heartbeats(now);
       next_heartbeat = now + config_.heartbeat;
     }
     std::vector<NodeStatus> local_nodes;
@@ -1422,6 +1451,27 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
       }
       return;
     }
+    case kCtlRankDead: {
+      try {
+        Reader r(body);
+        int rank = 0;
+        std::string why;
+        r(rank, why);
+        if (rank < 0 || rank >= size_) throw SerializationError("rank out of range");
+        if (rank == self_.value) {
+          // This rank was silent too long (hung or stopped) and the job went on
+          // without it: its work is being done elsewhere, so it must not go on.
+          std::fprintf(stderr, "brisk: rank %d: the job declared this rank dead (%s); leaving\n", self_.value,
+                       why.c_str());
+          std::fflush(nullptr);
+          std::_Exit(1);
+        }
+        on_rank_lost(Rank{rank}, unavailable(why));
+      } catch (const std::exception& e) {
+        malformed(from, fmt::format("rank death notice: {}", e.what()));
+      }
+      return;
+    }
     case kCtlEnd: {
       try {
         Reader r(body);
@@ -1446,6 +1496,7 @@ void Cluster::apply_node_statuses(const std::vector<NodeStatus>& statuses) {
     NodeLoad& load = nodes_[static_cast<std::size_t>(n.rank.value)];
     if (n.sequence <= load.sequence) continue;
     load.sequence = n.sequence;
+    load.heard = std::chrono::steady_clock::now();
     load.reported = static_cast<std::int64_t>(n.queued) + n.running;
     load.received = n.received;
     load.alive = load.alive && n.alive;

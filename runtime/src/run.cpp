@@ -197,6 +197,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     cc.clock_offset_ns = offset;
     cc.host = topology->hostname();
     cc.shard_events = options.shard_events;
+    cc.failure_timeout = std::chrono::milliseconds(options.failure_timeout_ms);
     cluster = std::make_unique<Cluster>(*wire.transport, node.scheduler(), node.events(), wire.arena,
                                         std::move(wire.registration), cc);
     for (const FunctionInfo* f : registered_functions()) {

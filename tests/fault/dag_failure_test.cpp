@@ -3,12 +3,16 @@
 // on the others, with the same ids, and the result equals the fault-free one.
 //   mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0 -np 3 \
 //       dag_failure_test --brisk-transport=ucx [--seed=N]
+// With --stop the victim stops (SIGSTOP) instead: a hung rank, found by its silent
+// heartbeats (--brisk-failure-timeout-ms), not by the transport.
 // Prints "dag failure test OK" on success.
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,11 +44,14 @@ std::uint64_t combine(std::uint64_t a, std::uint64_t b) {
 }
 BRISK_REMOTE(combine);
 
-int die() {
-  raise(SIGKILL);
+int die(bool stop) {
+  raise(stop ? SIGSTOP : SIGKILL);
   return 0;
 }
 BRISK_REMOTE(die);
+
+int pid() { return static_cast<int>(getpid()); }
+BRISK_REMOTE(pid);
 
 // The graph: `width` leaves, then `layers` layers whose tasks each combine two
 // tasks of the layer before, chosen by a seeded generator.
@@ -72,8 +79,10 @@ Graph make_graph(std::uint64_t seed, int width, int layers) {
 int main(int argc, char** argv) {
   return brisk::run(argc, argv, [] {
     std::uint64_t seed = 7;
+    bool stop = false;
     for (const auto& a : brisk::program_args()) {
       if (a.rfind("--seed=", 0) == 0) seed = std::stoull(a.substr(7));
+      if (a == "--stop") stop = true;
     }
     const int width = 120, layers = 6;
     const Graph g = make_graph(seed, width, layers);
@@ -87,6 +96,9 @@ int main(int argc, char** argv) {
     }
 
     const int victim = brisk::size() - 1;
+    const std::map<std::string, double> on_victim{{"rank" + std::to_string(victim), 1}};
+    const int victim_pid = brisk::get(brisk::task(pid).resources(on_victim).remote());
+    const auto t0 = std::chrono::steady_clock::now();
     std::vector<brisk::Ref<std::uint64_t>> refs;
     for (int i = 0; i < width; ++i) refs.push_back(brisk::remote(leaf, static_cast<std::uint64_t>(i)));
     for (int l = 0; l < layers; ++l) {
@@ -98,16 +110,18 @@ int main(int argc, char** argv) {
       if (l == 1) {
         // Let work spread over the ranks, then kill one of them.
         std::this_thread::sleep_for(std::chrono::milliseconds(150));
-        (void)brisk::task(die).resources({{"rank" + std::to_string(victim), 1}}).remote();
+        (void)brisk::task(die).resources(on_victim).remote(stop);
       }
     }
     int wrong = 0;
     for (int i = 0; i < width; ++i) {
       if (brisk::get(refs[static_cast<std::size_t>(i)]) != expect[static_cast<std::size_t>(i)]) ++wrong;
     }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (stop) kill(victim_pid, SIGKILL);  // it cannot leave by itself
     const auto replayed = dynamic_cast<brisk::Cluster*>(brisk::detail::context()->distributed)->stats().tasks_replayed;
-    std::printf("%d tasks, %d wrong results, %llu run again after rank %d died\n", width * (layers + 1), wrong,
-                static_cast<unsigned long long>(replayed), victim);
+    std::printf("%d tasks, %d wrong results, %llu run again after rank %d %s; %.2f s\n", width * (layers + 1), wrong,
+                static_cast<unsigned long long>(replayed), victim, stop ? "hung" : "died", seconds);
     // The victim must have held work when it died, or the test proved nothing.
     const bool ok = wrong == 0 && replayed > 0;
     std::printf(ok ? "dag failure test OK\n" : "dag failure test FAILED\n");

@@ -95,6 +95,10 @@ struct Options {
   // control state's event log per heartbeat (the rest stay in the rank's own log,
   // which the timeline reads); 0 = none.
   int shard_events = 256;
+  // --brisk-failure-timeout-ms / BRISK_FAILURE_TIMEOUT_MS: a rank whose heartbeats
+  // stop for this long is declared dead (ucx transport; a dead process is usually
+  // reported at once by the transport, this catches hung ones).
+  int failure_timeout_ms = 2000;
 };
 
 // The result of parse_options.

@@ -84,6 +84,9 @@ class Cluster final : public detail::Executor,
     std::int64_t clock_offset_ns = 0;
     std::string host;
     int shard_events = 256;  // events sent to the control state per heartbeat
+    // A global scheduler declares a rank dead when its heartbeats stop this long
+    // (only where the transport can carry on without it: ucx).
+    std::chrono::milliseconds failure_timeout{2000};
   };
 
   // `arena` is registered with `transport` through `arena_registration`; a null
@@ -164,6 +167,7 @@ class Cluster final : public detail::Executor,
     std::uint64_t received = 0;  // tasks it had received at the last heartbeat
     std::uint64_t sequence = 0;
     std::uint64_t actors = 0;    // actors this scheduler placed there
+    std::chrono::steady_clock::time_point heard{};  // the last new heartbeat
     bool alive = true;
   };
   class ResultForwarder;
@@ -183,6 +187,8 @@ class Cluster final : public detail::Executor,
   void malformed(Rank from, const std::string& why);
   // A peer died (transport failure handler): fails what it held, rebuilds actors.
   void on_rank_lost(Rank peer, const Status& why);
+  // Global scheduler: declares ranks dead whose heartbeats stopped (progress thread).
+  void check_heartbeats(std::chrono::steady_clock::time_point now);
   void fail_pending_on(Rank peer);
 
   void run_here(detail::TaskBase* task) noexcept;
