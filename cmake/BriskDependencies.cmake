@@ -13,6 +13,17 @@ find_package(fmt REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json REQUIRED)
 
+# Parallel HDF5 for checkpoints (Debian: libhdf5-openmpi-dev). FindHDF5 probes the
+# library with the C compiler, so C is enabled here; brisk's own code stays C++.
+enable_language(C)
+set(HDF5_PREFER_PARALLEL TRUE)
+find_package(HDF5 REQUIRED COMPONENTS C)
+if(NOT HDF5_IS_PARALLEL)
+  message(FATAL_ERROR "brisk: checkpoints need a parallel (MPI) build of HDF5, but the HDF5 found "
+                      "(${HDF5_VERSION}, ${HDF5_C_INCLUDE_DIRS}) is serial; install libhdf5-openmpi-dev")
+endif()
+message(STATUS "brisk: parallel HDF5 ${HDF5_VERSION}")
+
 # CUDA is optional: detected, never required unless BRISK_ENABLE_CUDA=ON.
 set(BRISK_HAVE_CUDA OFF)
 if(NOT BRISK_ENABLE_CUDA STREQUAL "OFF")

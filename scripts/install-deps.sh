@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev libcereal-dev
   libpng-dev
+  libhdf5-openmpi-dev hdf5-tools
 )
 missing=()
 for p in "${packages[@]}"; do

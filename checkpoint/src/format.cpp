@@ -1,0 +1,72 @@
+#include "brisk/checkpoint/format.hpp"
+
+#include "hdf5_util.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <system_error>
+
+namespace brisk {
+
+const char* checkpoint_section_name(CheckpointSection section) noexcept {
+  switch (section) {
+    case CheckpointSection::kObjects: return "objects";
+    case CheckpointSection::kDriver: return "driver";
+    case CheckpointSection::kMeta: return "meta";
+  }
+  return "?";
+}
+
+std::string checkpoint_file_name(std::uint64_t sequence) { return fmt::format("ckpt-{:06d}.h5", sequence); }
+
+namespace detail::ckpt {
+bool parse_checkpoint_name(std::string_view name, bool tmp, std::uint64_t* sequence) {
+  constexpr std::string_view kPrefix = "ckpt-";
+  const std::string_view kSuffix = tmp ? ".h5.tmp" : ".h5";
+  if (tmp) {
+    // A temporary name may carry a tag after the suffix: ckpt-NNNNNN.h5.tmp-TAG.
+    const std::size_t at = name.find(kSuffix);
+    if (at != std::string_view::npos && at + kSuffix.size() < name.size() && name[at + kSuffix.size()] == '-') {
+      name = name.substr(0, at + kSuffix.size());
+    }
+  }
+  if (name.size() < kPrefix.size() + 6 + kSuffix.size()) return false;
+  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return false;
+  if (name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) return false;
+  const char* first = name.data() + kPrefix.size();
+  const char* last = name.data() + name.size() - kSuffix.size();
+  if (!std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) return false;
+  auto [end, ec] = std::from_chars(first, last, *sequence);
+  return ec == std::errc() && end == last;
+}
+}  // namespace detail::ckpt
+
+StatusOr<std::vector<CheckpointFile>> list_checkpoints(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (st.type() == fs::file_type::not_found) {
+    return not_found(fmt::format("checkpoint directory {} does not exist", dir.string()));
+  }
+  if (ec) return unavailable(fmt::format("cannot stat checkpoint directory {}: {}", dir.string(), ec.message()));
+  if (st.type() != fs::file_type::directory) {
+    return invalid_argument(fmt::format("{} is not a directory (expected a checkpoint directory)", dir.string()));
+  }
+  std::vector<CheckpointFile> out;
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    std::uint64_t seq = 0;
+    if (detail::ckpt::parse_checkpoint_name(it->path().filename().string(), false, &seq)) out.push_back({seq, it->path()});
+  }
+  if (ec) return unavailable(fmt::format("cannot list checkpoint directory {}: {}", dir.string(), ec.message()));
+  // Two names for one sequence (ckpt-000007.h5, ckpt-0000007.h5) cannot come from
+  // the writer; keep the order stable anyway.
+  std::sort(out.begin(), out.end(), [](const CheckpointFile& a, const CheckpointFile& b) {
+    return a.sequence != b.sequence ? a.sequence < b.sequence : a.path < b.path;
+  });
+  return out;
+}
+
+}  // namespace brisk
