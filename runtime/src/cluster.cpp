@@ -180,6 +180,7 @@ Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, 
   control_ = std::make_unique<ControlPlane>(self_, config_.roles);
   transport_.set_message_handler([this](Rank from, std::span<const std::byte> bytes) { handle_message(from, bytes); });
   lost_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size_));
+  lost_seen_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size_));
   keep_specs_ = std::string_view(transport_.name()) == "ucx";
   transport_.set_failure_handler([this](Rank peer, const Status& why) { on_rank_lost(peer, why); });
 }
@@ -189,20 +190,23 @@ bool Cluster::rank_lost(Rank rank) const noexcept {
 }
 
 void Cluster::on_rank_lost(Rank peer, const Status& why) {
-  if (peer.value < 0 || peer.value >= size_ || lost_[static_cast<std::size_t>(peer.value)].exchange(true)) return;
+  if (peer.value < 0 || peer.value >= size_ || lost_seen_[static_cast<std::size_t>(peer.value)].exchange(true)) return;
+  {
+    std::lock_guard lock(gs_mutex_);
+    nodes_[static_cast<std::size_t>(peer.value)].alive = false;
+  }
+  // Rebuilds are registered before the rank counts as lost anywhere, so that a call
+  // made once a failure is seen waits for its actor's rebuild instead of failing.
+  detail::actors_rank_lost(peer.value);
+  lost_[static_cast<std::size_t>(peer.value)].store(true, std::memory_order_release);
   any_lost_.store(true, std::memory_order_release);
   // Once the end is announced, ranks leaving are expected.
   if (end_code_.load(std::memory_order_acquire) == kNoEnd) {
     std::fprintf(stderr, "brisk: rank %d: rank %d was lost: %s\n", self_.value, peer.value, why.message().c_str());
   }
-  {
-    std::lock_guard lock(gs_mutex_);
-    nodes_[static_cast<std::size_t>(peer.value)].alive = false;
-  }
-  // Tasks that ran or waited there, and calls on actors there, fail (the actors with
-  // restarts are rebuilt by their creators).
+  // Tasks that ran or waited there run again elsewhere (ucx) or fail; calls on
+  // actors there fail.
   fail_pending_on(peer);
-  detail::actors_rank_lost(peer.value);
   if (peer.value == 0 && self_.value != 0) end_code_.store(kDriverLost, std::memory_order_release);
 }
 

@@ -263,7 +263,8 @@ class Cluster final : public detail::Executor,
   std::atomic<int> waiting_pollers_{0};  // threads polling in fetch()
 
   static constexpr int kNoEnd = -1001;
-  std::unique_ptr<std::atomic<bool>[]> lost_;  // per rank: found dead
+  std::unique_ptr<std::atomic<bool>[]> lost_;       // per rank: found dead
+  std::unique_ptr<std::atomic<bool>[]> lost_seen_;  // per rank: its loss is being handled
   std::atomic<bool> any_lost_{false};
   std::atomic<int> end_code_{kNoEnd};
   bool keep_specs_ = false;  // the transport reports dead ranks: keep specs to replay
