@@ -290,12 +290,27 @@ std::optional<std::string> apply_failure_timeout_ms(std::string_view v, Options&
   return std::nullopt;
 }
 
+std::optional<std::string> apply_checkpoint_dir(std::string_view v, Options& o) {
+  if (v.empty()) return "expected a directory path";
+  o.checkpoint_dir = std::string(v);
+  return std::nullopt;
+}
+
+std::optional<std::string> apply_checkpoint_keep(std::string_view v, Options& o) {
+  return apply_count(v, o.checkpoint_keep, 1 << 20);
+}
+
+std::optional<std::string> apply_restore(std::string_view v, Options& o) {
+  o.restore = std::string(v);
+  return std::nullopt;
+}
+
 std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
   return apply_count(v, o.shard_events, 1 << 20);
 }
 
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 21> kSpecs = {{
+constexpr std::array<OptionSpec, 24> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -365,6 +380,16 @@ constexpr std::array<OptionSpec, 21> kSpecs = {{
      "With --brisk-transport=ucx, a rank whose heartbeats stop for this long is declared "
      "dead and its work runs elsewhere (a killed process is reported sooner by the transport).",
      apply_failure_timeout_ms},
+    {"brisk-checkpoint-dir", "BRISK_CHECKPOINT_DIR", "DIR", "brisk_checkpoints", "expected a directory path",
+     "Where brisk::checkpoint::now() writes checkpoints (a file system every rank shares).",
+     apply_checkpoint_dir},
+    {"brisk-checkpoint-keep", "BRISK_CHECKPOINT_KEEP", "N", "3", "expected an integer from 0 to 1048576",
+     "Checkpoints kept in the directory, the newest ones; 0 = all.", apply_checkpoint_keep},
+    {"brisk-restore", "BRISK_RESTORE", "latest|PATH", "\"\"", "expected latest or a checkpoint file",
+     "Start from a checkpoint: latest = the newest one in --brisk-checkpoint-dir that verifies "
+     "(corrupt or truncated newer ones are reported and skipped), or a file; "
+     "brisk::checkpoint::load() then returns its values.",
+     apply_restore},
 }};
 
 const OptionSpec* find_spec(std::string_view name) {

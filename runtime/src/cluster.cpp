@@ -46,6 +46,7 @@ enum : std::uint8_t {
   kCtlActorMoved = 4,     // an actor was rebuilt on another rank (from its creator)
   kCtlEnd = 5,            // rank 0: the driver returned this exit code
   kCtlRankDead = 6,       // a global scheduler declared a rank dead (its heartbeats stopped)
+  kCtlCheckpoint = 7,     // rank 0: take part in checkpoint N
 };
 
 // Task spec routes.
@@ -288,10 +289,23 @@ void Cluster::announce_end(int code) {
   }
 }
 
-int Cluster::wait_for_end() {
+void Cluster::announce_checkpoint(std::uint64_t sequence) {
+  Writer w;
+  w(static_cast<std::uint8_t>(kCtlCheckpoint), sequence);
+  for (int r = 0; r < size_; ++r) {
+    if (r != self_.value && !rank_lost(Rank{r})) send_frame(Rank{r}, FrameKind::kControl, w.bytes());
+  }
+}
+
+int Cluster::wait_for_end(const std::function<void(std::uint64_t)>& on_checkpoint) {
   std::chrono::microseconds nap{50};
   int code;
   while ((code = end_code_.load(std::memory_order_acquire)) == kNoEnd) {
+    if (const std::uint64_t seq = checkpoint_request_.exchange(0, std::memory_order_acq_rel); seq && on_checkpoint) {
+      on_checkpoint(seq);
+      nap = std::chrono::microseconds(50);
+      continue;
+    }
     poll();
     std::this_thread::sleep_for(nap);
     nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(2));
@@ -1473,6 +1487,18 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
         on_rank_lost(Rank{rank}, unavailable(why));
       } catch (const std::exception& e) {
         malformed(from, fmt::format("rank death notice: {}", e.what()));
+      }
+      return;
+    }
+    case kCtlCheckpoint: {
+      try {
+        Reader r(body);
+        std::uint64_t sequence = 0;
+        r(sequence);
+        if (sequence == 0) throw SerializationError("checkpoint sequence 0");
+        checkpoint_request_.store(sequence, std::memory_order_release);
+      } catch (const std::exception& e) {
+        malformed(from, fmt::format("checkpoint request: {}", e.what()));
       }
       return;
     }

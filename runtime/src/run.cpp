@@ -15,6 +15,7 @@
 #include "brisk/core/status.hpp"
 #include "brisk/mpi_transport/mpi_environment.hpp"
 #include "brisk/mpi_transport/mpi_transport.hpp"
+#include "brisk/runtime/checkpoint_service.hpp"
 #include "brisk/runtime/cluster.hpp"
 #include "brisk/runtime/control_plane.hpp"
 #include "brisk/runtime/node_runtime.hpp"
@@ -208,7 +209,23 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     cluster->start();
   }
 
-  if (rank == 0) {
+  // Checkpoints: every rank duplicates the communicator now (collectively); rank 0
+  // restores the driver's values when asked to.
+  RuntimeCheckpoints checkpoints(rank, options.checkpoint_dir, options.checkpoint_keep,
+                                 cluster ? std::function<void(std::uint64_t)>(
+                                               [c = cluster.get()](std::uint64_t seq) { c->announce_checkpoint(seq); })
+                                         : std::function<void(std::uint64_t)>());
+  node.context().checkpoints = &checkpoints;
+  bool restore_failed = false;
+  if (rank == 0 && !options.restore.empty()) {
+    if (Status s = checkpoints.restore(options.restore); !s.ok()) {
+      std::fprintf(stderr, "brisk: cannot restore: %s\n", s.message().c_str());
+      restore_failed = true;
+      exit_code = 2;
+    }
+  }
+
+  if (rank == 0 && !restore_failed) {
     try {
       exit_code = driver();
     } catch (const std::exception& e) {
@@ -230,7 +247,12 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     if (rank == 0) {
       cluster->announce_end(exit_code);
     } else {
-      exit_code = cluster->wait_for_end();
+      exit_code = cluster->wait_for_end([&checkpoints, rank](std::uint64_t seq) {
+        if (Status s = checkpoints.participate(seq); !s.ok()) {
+          std::fprintf(stderr, "brisk: rank %d: checkpoint %llu failed: %s\n", rank, static_cast<unsigned long long>(seq),
+                       s.message().c_str());
+        }
+      });
       if (exit_code == Cluster::kDriverLost) {
         std::fprintf(stderr, "brisk: rank %d: rank 0, which ran the driver, was lost; the job ends\n", rank);
         exit_code = 1;

@@ -15,6 +15,7 @@
 #include "brisk/core/actor.hpp"
 #include "brisk/core/api.hpp"
 #include "brisk/core/array.hpp"
+#include "brisk/core/checkpoint.hpp"
 #include "brisk/core/error.hpp"
 #include "brisk/core/function_registry.hpp"
 #include "brisk/core/ids.hpp"

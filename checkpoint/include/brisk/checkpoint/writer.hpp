@@ -110,6 +110,11 @@ class CheckpointWriter {
   // Adds an opaque blob under /meta (lineage cut, template definitions). The bytes
   // are copied. Local; errors as add_object.
   Status add_meta(std::string_view name, std::span<const std::byte> bytes);
+  // Adds bytes that are already brisk-serialized under /driver/<name> (read them
+  // back with CheckpointReader::load<T>). Local; errors as add_object.
+  Status add_driver_bytes(std::string_view name, std::vector<std::byte>&& bytes) {
+    return add_owned(CheckpointSection::kDriver, name, std::move(bytes));
+  }
 
   // Collective: writes, flushes, renames and prunes (see above). Returns the same
   // Status on every rank; on error the message names the file and, where there

@@ -99,6 +99,13 @@ struct Options {
   // stop for this long is declared dead (ucx transport; a dead process is usually
   // reported at once by the transport, this catches hung ones).
   int failure_timeout_ms = 2000;
+  // --brisk-checkpoint-dir / BRISK_CHECKPOINT_DIR: where checkpoints go.
+  std::string checkpoint_dir = "brisk_checkpoints";
+  // --brisk-checkpoint-keep / BRISK_CHECKPOINT_KEEP: checkpoints kept (0 = all).
+  int checkpoint_keep = 3;
+  // --brisk-restore / BRISK_RESTORE: "" (none), "latest" (the newest good one in
+  // the checkpoint directory) or a checkpoint file.
+  std::string restore;
 };
 
 // The result of parse_options.

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -121,8 +122,11 @@ class Cluster final : public detail::Executor,
   // Rank 0: tells every live rank the driver's exit code.
   void announce_end(int code);
   // Other ranks: waits (sleeping, polling) until rank 0 announces the end; returns
-  // its code, or kDriverLost when rank 0 died.
-  int wait_for_end();
+  // its code, or kDriverLost when rank 0 died. Meanwhile runs `on_checkpoint(seq)`
+  // on the calling thread when rank 0 asks for checkpoint `seq`.
+  int wait_for_end(const std::function<void(std::uint64_t)>& on_checkpoint = {});
+  // Rank 0: asks every live rank to take part in checkpoint `sequence`.
+  void announce_checkpoint(std::uint64_t sequence);
   static constexpr int kDriverLost = -1000;
   // Whether any rank of the job died (MPI collectives would then hang).
   bool any_rank_lost() const noexcept { return any_lost_.load(std::memory_order_acquire); }
@@ -267,6 +271,7 @@ class Cluster final : public detail::Executor,
   std::unique_ptr<std::atomic<bool>[]> lost_seen_;  // per rank: its loss is being handled
   std::atomic<bool> any_lost_{false};
   std::atomic<int> end_code_{kNoEnd};
+  std::atomic<std::uint64_t> checkpoint_request_{0};
   bool keep_specs_ = false;  // the transport reports dead ranks: keep specs to replay
   std::mutex replayed_mutex_;
   std::unordered_set<TaskId> replayed_;  // results of these may come twice: the second is dropped

@@ -7,7 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,21 @@ namespace brisk::detail {
 
 class TaskBase;
 class Distributed;
+
+// Checkpoints of the driver's state (runtime/, through checkpoint/).
+class CheckpointService {
+ public:
+  virtual ~CheckpointService() = default;
+  // Keeps `bytes` (a serialized value) under `name` for the next checkpoint.
+  virtual void save(const std::string& name, std::vector<std::byte> bytes) = 0;
+  // Writes a checkpoint with every rank (driver thread of rank 0); its sequence.
+  // Throws brisk::Error when it fails.
+  virtual std::uint64_t write() = 0;
+  // The bytes saved under `name` in the checkpoint this run restored, if any.
+  virtual std::optional<std::vector<std::byte>> restored(const std::string& name) const = 0;
+  // The sequence of the checkpoint restored from, or 0.
+  virtual std::uint64_t restored_sequence() const noexcept = 0;
+};
 
 // What core needs from a local scheduler.
 class Executor {
@@ -44,6 +61,7 @@ struct RuntimeContext {
   ObjectStore* store = nullptr;
   EventLog* events = nullptr;   // nullptr when the event log is off
   Distributed* distributed = nullptr;  // nullptr: a one-rank job
+  CheckpointService* checkpoints = nullptr;  // nullptr outside brisk::run
   int rank = 0;
   int size = 1;
   std::uint64_t job_id = 0;

@@ -1,0 +1,59 @@
+// brisk/core/checkpoint.hpp — the driver's state in checkpoints, and restarts.
+//
+//   int step = brisk::checkpoint::load<int>("step").value_or(0);   // after a restart
+//   for (; step < steps; ++step) {
+//     ... tasks ...
+//     brisk::checkpoint::save("step", step + 1);
+//     brisk::checkpoint::save("state", state);
+//     brisk::checkpoint::now();          // every rank writes its part, rank 0 the driver's
+//   }
+//
+// A checkpoint is an HDF5 file in --brisk-checkpoint-dir (default
+// "brisk_checkpoints"), written under a temporary name and renamed once complete;
+// the last --brisk-checkpoint-keep are kept. Run the program again with
+// --brisk-restore=latest (or a file) and load() returns what the checkpoint held:
+// the newest checkpoint that verifies is used, and a corrupt or truncated newer one
+// is reported and skipped. Objects and tasks in flight are not saved yet: save what
+// the driver needs to go on, between steps.
+//
+// Driver only (rank 0, outside tasks). save() copies the value's serialized bytes;
+// now() blocks until every rank has written its part and returns the checkpoint's
+// sequence number; it throws brisk::Error on failure.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "brisk/core/detail/context.hpp"
+#include "brisk/core/serialize.hpp"
+
+namespace brisk::checkpoint {
+
+namespace detail {
+brisk::detail::CheckpointService& service(const char* api);
+}  // namespace detail
+
+// Keeps `value` under `name` for the next checkpoint (the latest save wins).
+template <class T>
+void save(const std::string& name, const T& value) {
+  detail::service("brisk::checkpoint::save").save(name, to_bytes(value));
+}
+
+// Writes a checkpoint now; returns its sequence number.
+inline std::uint64_t now() { return detail::service("brisk::checkpoint::now").write(); }
+
+// The value saved under `name` in the checkpoint this run was restored from
+// (--brisk-restore), or nullopt when there is none or no such name. Throws
+// SerializationError when the bytes are not a T.
+template <class T>
+std::optional<T> load(const std::string& name) {
+  auto bytes = detail::service("brisk::checkpoint::load").restored(name);
+  if (!bytes) return std::nullopt;
+  return from_bytes<T>(*bytes);
+}
+
+// The sequence of the checkpoint this run was restored from, or 0.
+inline std::uint64_t restored() { return detail::service("brisk::checkpoint::restored").restored_sequence(); }
+
+}  // namespace brisk::checkpoint

@@ -1,0 +1,58 @@
+// brisk/runtime/checkpoint_service.hpp — brisk::checkpoint for brisk::run.
+//
+// Rank 0's driver saves values and calls write(); the other ranks take part in the
+// collective commit when told (Cluster::wait_for_end runs participate() on their
+// main thread). Every rank makes its service at start, collectively (it duplicates
+// MPI_COMM_WORLD for the checkpoint files' I/O).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "brisk/core/detail/context.hpp"
+#include "brisk/core/status.hpp"
+
+namespace brisk {
+
+class RuntimeCheckpoints final : public detail::CheckpointService {
+ public:
+  // Collective. `announce(seq)` asks the other ranks to take part (may be empty
+  // for a one-rank job).
+  RuntimeCheckpoints(int rank, std::string dir, int keep, std::function<void(std::uint64_t)> announce);
+  ~RuntimeCheckpoints() override;
+
+  // Rank 0, at start: loads `what` ("latest" or a file). Prints which checkpoint
+  // and what it skipped. Errors name the file and the reason.
+  Status restore(const std::string& what);
+
+  void save(const std::string& name, std::vector<std::byte> bytes) override;
+  std::uint64_t write() override;
+  std::optional<std::vector<std::byte>> restored(const std::string& name) const override;
+  std::uint64_t restored_sequence() const noexcept override { return restored_sequence_; }
+
+  // Other ranks: their part of checkpoint `sequence` (collective with write()).
+  Status participate(std::uint64_t sequence);
+
+ private:
+  Status commit(std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values);
+
+  int rank_;
+  std::string dir_;
+  int keep_;
+  std::function<void(std::uint64_t)> announce_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  mutable std::mutex mutex_;
+  std::map<std::string, std::vector<std::byte>> pending_;   // saved for the next checkpoint
+  std::map<std::string, std::vector<std::byte>> restored_;  // from the restored checkpoint
+  std::uint64_t restored_sequence_ = 0;
+  std::uint64_t next_sequence_ = 0;  // 0: not chosen yet
+};
+
+}  // namespace brisk

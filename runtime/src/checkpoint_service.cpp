@@ -1,0 +1,103 @@
+#include "brisk/runtime/checkpoint_service.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "brisk/checkpoint/checkpoint.hpp"
+#include "brisk/core/error.hpp"
+
+namespace brisk {
+
+RuntimeCheckpoints::RuntimeCheckpoints(int rank, std::string dir, int keep, std::function<void(std::uint64_t)> announce)
+    : rank_(rank), dir_(std::move(dir)), keep_(keep), announce_(std::move(announce)) {
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+}
+
+RuntimeCheckpoints::~RuntimeCheckpoints() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+}
+
+Status RuntimeCheckpoints::restore(const std::string& what) {
+  StatusOr<CheckpointReader> reader = not_found("");
+  if (what == "latest") {
+    auto latest = CheckpointReader::open_latest(dir_);
+    if (!latest.ok()) {
+      return not_found(fmt::format("--brisk-restore=latest: {}", latest.status().message()));
+    }
+    for (const auto& skipped : latest->skipped) {
+      std::fprintf(stderr, "brisk: skipped checkpoint %s: %s\n", skipped.path.string().c_str(),
+                   skipped.reason.message().c_str());
+    }
+    reader = std::move(latest->reader);
+  } else {
+    reader = CheckpointReader::open(what);
+    if (reader.ok()) {
+      if (Status s = reader->verify(); !s.ok()) return s;
+    }
+  }
+  if (!reader.ok()) return reader.status();
+  for (const auto& entry : reader->entries()) {
+    if (entry.section != CheckpointSection::kDriver) continue;
+    auto bytes = reader->read(CheckpointSection::kDriver, entry.name);
+    if (!bytes.ok()) return bytes.status();
+    restored_[entry.name] = std::move(*bytes);
+  }
+  restored_sequence_ = reader->info().sequence;
+  next_sequence_ = restored_sequence_ + 1;
+  std::fprintf(stderr, "brisk: restored from %s (checkpoint %llu, %zu driver values)\n", reader->path().string().c_str(),
+               static_cast<unsigned long long>(restored_sequence_), restored_.size());
+  return {};
+}
+
+void RuntimeCheckpoints::save(const std::string& name, std::vector<std::byte> bytes) {
+  std::lock_guard lock(mutex_);
+  pending_[name] = std::move(bytes);
+}
+
+std::optional<std::vector<std::byte>> RuntimeCheckpoints::restored(const std::string& name) const {
+  std::lock_guard lock(mutex_);
+  auto it = restored_.find(name);
+  if (it == restored_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::uint64_t RuntimeCheckpoints::write() {
+  std::map<std::string, std::vector<std::byte>> values;
+  std::uint64_t sequence = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (next_sequence_ == 0) {
+      // After the checkpoints already in the directory (a run that did not restore).
+      next_sequence_ = 1;
+      if (auto files = list_checkpoints(dir_); files.ok()) {
+        for (const auto& f : *files) next_sequence_ = std::max(next_sequence_, f.sequence + 1);
+      }
+    }
+    sequence = next_sequence_++;
+    values = pending_;
+  }
+  if (announce_) announce_(sequence);
+  if (Status s = commit(sequence, std::move(values)); !s.ok()) {
+    throw Error(fmt::format("brisk::checkpoint::now: checkpoint {} failed: {}", sequence, s.message()));
+  }
+  return sequence;
+}
+
+Status RuntimeCheckpoints::participate(std::uint64_t sequence) { return commit(sequence, {}); }
+
+Status RuntimeCheckpoints::commit(std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values) {
+  CheckpointWriter::Options options;
+  options.keep = static_cast<std::size_t>(keep_);
+  auto writer = CheckpointWriter::begin(comm_, dir_, sequence, options);
+  if (!writer.ok()) return writer.status();
+  for (auto& [name, bytes] : values) {
+    if (Status s = writer->add_driver_bytes(name, std::move(bytes)); !s.ok()) return s;
+  }
+  return writer->commit();
+}
+
+}  // namespace brisk

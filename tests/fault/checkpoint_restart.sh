@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Restart from a checkpoint gives the uninterrupted result, and a truncated newest
+# checkpoint is skipped with a message.
+#   checkpoint_restart.sh PROGRAM SCRATCH MPIEXEC [transport]
+set -uo pipefail
+prog=$1 scratch=$2 mpiexec=$3 transport=${4:-mpi}
+run() { timeout 60 "$mpiexec" --oversubscribe --bind-to none -n 2 "$prog" --brisk-transport="$transport" "$@" 2>&1; }
+fail() { echo "checkpoint restart test FAILED: $*"; exit 1; }
+rm -rf "$scratch" && mkdir -p "$scratch"
+
+whole=$(run --brisk-checkpoint-dir="$scratch/whole" | grep "final sum") || fail "the uninterrupted run printed no sum"
+echo "uninterrupted: $whole"
+
+run --brisk-checkpoint-dir="$scratch/a" --die-at=4 > "$scratch/a.log"
+grep -q "dying after checkpoint 4" "$scratch/a.log" || fail "the first run did not die after checkpoint 4"
+grep -q "final sum" "$scratch/a.log" && fail "the first run finished"
+out=$(run --brisk-checkpoint-dir="$scratch/a" --brisk-restore=latest)
+echo "$out" | grep -q "resuming at step 4" || fail "no resume at step 4: $out"
+[ "$(echo "$out" | grep "final sum")" = "$whole" ] || fail "restarted: $(echo "$out" | grep "final sum"), expected $whole"
+echo "restarted from checkpoint 4: same sum"
+
+run --brisk-checkpoint-dir="$scratch/b" --die-at=6 > "$scratch/b.log"
+newest="$scratch/b/ckpt-000006.h5"
+[ -f "$newest" ] || fail "no $newest"
+truncate -s 1000 "$newest"
+out=$(run --brisk-checkpoint-dir="$scratch/b" --brisk-restore=latest)
+echo "$out" | grep -q "skipped checkpoint .*ckpt-000006.h5" || fail "the truncated checkpoint was not reported: $out"
+echo "$out" | grep -q "resuming at step 5" || fail "no resume at step 5: $out"
+[ "$(echo "$out" | grep "final sum")" = "$whole" ] || fail "after the skip: $(echo "$out" | grep "final sum"), expected $whole"
+echo "truncated newest checkpoint skipped, restarted from 5: same sum"
+
+out=$(run --brisk-checkpoint-dir="$scratch/none" --brisk-restore=latest)
+echo "$out" | grep -q "brisk: cannot restore" || fail "restoring from an empty directory did not fail clearly: $out"
+echo "checkpoint restart test OK"
