@@ -300,6 +300,10 @@ std::optional<std::string> apply_checkpoint_keep(std::string_view v, Options& o)
   return apply_count(v, o.checkpoint_keep, 1 << 20);
 }
 
+std::optional<std::string> apply_checkpoint_every(std::string_view v, Options& o) {
+  return apply_count(v, o.checkpoint_every_s, 1 << 30);
+}
+
 std::optional<std::string> apply_restore(std::string_view v, Options& o) {
   o.restore = std::string(v);
   return std::nullopt;
@@ -310,7 +314,7 @@ std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
 }
 
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 24> kSpecs = {{
+constexpr std::array<OptionSpec, 25> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -385,6 +389,9 @@ constexpr std::array<OptionSpec, 24> kSpecs = {{
      apply_checkpoint_dir},
     {"brisk-checkpoint-keep", "BRISK_CHECKPOINT_KEEP", "N", "3", "expected an integer from 0 to 1048576",
      "Checkpoints kept in the directory, the newest ones; 0 = all.", apply_checkpoint_keep},
+    {"brisk-checkpoint-every", "BRISK_CHECKPOINT_EVERY", "SECONDS", "0", "expected an integer from 0 to 1073741824",
+     "brisk::checkpoint::requested() turns true this long after the last checkpoint; 0 = only on SIGUSR1.",
+     apply_checkpoint_every},
     {"brisk-restore", "BRISK_RESTORE", "latest|PATH", "\"\"", "expected latest or a checkpoint file",
      "Start from a checkpoint: latest = the newest one in --brisk-checkpoint-dir that verifies "
      "(corrupt or truncated newer ones are reported and skipped), or a file; "

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <signal.h>
 #include <cstdio>
 
 #include "brisk/checkpoint/checkpoint.hpp"
@@ -10,9 +11,32 @@
 
 namespace brisk {
 
-RuntimeCheckpoints::RuntimeCheckpoints(int rank, std::string dir, int keep, std::function<void(std::uint64_t)> announce)
-    : rank_(rank), dir_(std::move(dir)), keep_(keep), announce_(std::move(announce)) {
+namespace {
+// Set by SIGUSR1, cleared by a checkpoint.
+volatile sig_atomic_t g_signalled = 0;
+extern "C" void on_checkpoint_signal(int) { g_signalled = 1; }
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+RuntimeCheckpoints::RuntimeCheckpoints(int rank, std::string dir, int keep, std::chrono::seconds every,
+                                       std::function<void(std::uint64_t)> announce)
+    : rank_(rank), dir_(std::move(dir)), keep_(keep), announce_(std::move(announce)), every_(every), last_ns_(now_ns()) {
   MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
+  // Every rank catches it (a launcher may signal all of them); rank 0's flag counts.
+  struct sigaction sa {};
+  sa.sa_handler = on_checkpoint_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+bool RuntimeCheckpoints::requested() const noexcept {
+  if (g_signalled) return true;
+  return every_.count() > 0 && now_ns() - last_ns_.load(std::memory_order_relaxed) >=
+                                   std::chrono::duration_cast<std::chrono::nanoseconds>(every_).count();
 }
 
 RuntimeCheckpoints::~RuntimeCheckpoints() {
@@ -81,6 +105,8 @@ std::uint64_t RuntimeCheckpoints::write() {
     values = pending_;
   }
   if (announce_) announce_(sequence);
+  g_signalled = 0;
+  last_ns_.store(now_ns(), std::memory_order_relaxed);
   if (Status s = commit(sequence, std::move(values)); !s.ok()) {
     throw Error(fmt::format("brisk::checkpoint::now: checkpoint {} failed: {}", sequence, s.message()));
   }

@@ -212,6 +212,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   // Checkpoints: every rank duplicates the communicator now (collectively); rank 0
   // restores the driver's values when asked to.
   RuntimeCheckpoints checkpoints(rank, options.checkpoint_dir, options.checkpoint_keep,
+                                 std::chrono::seconds(options.checkpoint_every_s),
                                  cluster ? std::function<void(std::uint64_t)>(
                                                [c = cluster.get()](std::uint64_t seq) { c->announce_checkpoint(seq); })
                                          : std::function<void(std::uint64_t)>());

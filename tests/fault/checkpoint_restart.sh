@@ -29,6 +29,11 @@ echo "$out" | grep -q "resuming at step 5" || fail "no resume at step 5: $out"
 [ "$(echo "$out" | grep "final sum")" = "$whole" ] || fail "after the skip: $(echo "$out" | grep "final sum"), expected $whole"
 echo "truncated newest checkpoint skipped, restarted from 5: same sum"
 
+out=$(run --brisk-checkpoint-dir="$scratch/c" --on-request --signal-at=3 --steps=6)
+echo "$out" | grep -q "checkpoint 1 at step 3" || fail "SIGUSR1 did not request a checkpoint at step 3: $out"
+[ "$(ls "$scratch/c" | grep -c '^ckpt-.*\.h5$')" = 1 ] || fail "expected one checkpoint in $scratch/c: $(ls "$scratch/c")"
+echo "SIGUSR1 requested one checkpoint"
+
 out=$(run --brisk-checkpoint-dir="$scratch/none" --brisk-restore=latest)
 echo "$out" | grep -q "brisk: cannot restore" || fail "restoring from an empty directory did not fail clearly: $out"
 echo "checkpoint restart test OK"

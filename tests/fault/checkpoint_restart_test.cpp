@@ -1,6 +1,7 @@
 // A driver that checkpoints after every step, for the restart test
 // (tests/fault/checkpoint_restart.sh):
 //   checkpoint_restart_test [--steps=N] [--die-at=K]   (rank 0 SIGKILLs itself after checkpoint K)
+//   checkpoint_restart_test --on-request --signal-at=K  (checkpoints only when requested(); SIGUSR1 at step K)
 // Prints "final sum S" at the end; a restarted run (--brisk-restore=latest) must
 // print the same S as an uninterrupted one.
 #include <signal.h>
@@ -17,10 +18,13 @@ BRISK_REMOTE(advance);
 
 int main(int argc, char** argv) {
   return brisk::run(argc, argv, [] {
-    long steps = 10, die_at = -1;
+    long steps = 10, die_at = -1, signal_at = -1;
+    bool on_request = false;
     for (const auto& a : brisk::program_args()) {
       if (a.rfind("--steps=", 0) == 0) steps = std::stol(a.substr(8));
       if (a.rfind("--die-at=", 0) == 0) die_at = std::stol(a.substr(9));
+      if (a.rfind("--signal-at=", 0) == 0) signal_at = std::stol(a.substr(12));
+      if (a == "--on-request") on_request = true;
     }
     long step = brisk::checkpoint::load<long>("step").value_or(0);
     long sum = brisk::checkpoint::load<long>("sum").value_or(1);
@@ -29,7 +33,10 @@ int main(int argc, char** argv) {
       sum = brisk::get(brisk::task(advance).resources({{"rank" + std::to_string(step % brisk::size()), 1}}).remote(sum, step));
       brisk::checkpoint::save("step", step + 1);
       brisk::checkpoint::save("sum", sum);
+      if (step + 1 == signal_at) raise(SIGUSR1);  // as Slurm does before a time limit
+      if (on_request && !brisk::checkpoint::requested()) continue;
       const auto seq = brisk::checkpoint::now();
+      if (on_request) std::printf("checkpoint %llu at step %ld\n", static_cast<unsigned long long>(seq), step + 1);
       if (step + 1 == die_at && !brisk::checkpoint::restored()) {
         std::printf("dying after checkpoint %llu\n", static_cast<unsigned long long>(seq));
         std::fflush(stdout);

@@ -10,7 +10,8 @@
 //
 // A checkpoint is an HDF5 file in --brisk-checkpoint-dir (default
 // "brisk_checkpoints"), written under a temporary name and renamed once complete;
-// the last --brisk-checkpoint-keep are kept. Run the program again with
+// the last --brisk-checkpoint-keep are kept. requested() tells the driver when one
+// is due (a signal, or a period). Run the program again with
 // --brisk-restore=latest (or a file) and load() returns what the checkpoint held:
 // the newest checkpoint that verifies is used, and a corrupt or truncated newer one
 // is reported and skipped. Objects and tasks in flight are not saved yet: save what
@@ -52,6 +53,11 @@ std::optional<T> load(const std::string& name) {
   if (!bytes) return std::nullopt;
   return from_bytes<T>(*bytes);
 }
+
+// Whether a checkpoint is due: SIGUSR1 arrived (Slurm sends it before a time limit
+// with `sbatch --signal=USR1@SECONDS`), or --brisk-checkpoint-every=SECONDS passed
+// since the last one. Check it between steps: if (requested()) now();
+inline bool requested() { return detail::service("brisk::checkpoint::requested").requested(); }
 
 // The sequence of the checkpoint this run was restored from, or 0.
 inline std::uint64_t restored() { return detail::service("brisk::checkpoint::restored").restored_sequence(); }

@@ -106,6 +106,9 @@ struct Options {
   // --brisk-restore / BRISK_RESTORE: "" (none), "latest" (the newest good one in
   // the checkpoint directory) or a checkpoint file.
   std::string restore;
+  // --brisk-checkpoint-every / BRISK_CHECKPOINT_EVERY: seconds after which
+  // brisk::checkpoint::requested() turns true again; 0 = only on SIGUSR1.
+  int checkpoint_every_s = 0;
 };
 
 // The result of parse_options.

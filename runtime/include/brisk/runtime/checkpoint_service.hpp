@@ -8,6 +8,8 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -25,7 +27,10 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
  public:
   // Collective. `announce(seq)` asks the other ranks to take part (may be empty
   // for a one-rank job).
-  RuntimeCheckpoints(int rank, std::string dir, int keep, std::function<void(std::uint64_t)> announce);
+  // Installs a SIGUSR1 handler that makes requested() true (rank 0); `every` > 0
+  // makes it true that long after the last checkpoint too.
+  RuntimeCheckpoints(int rank, std::string dir, int keep, std::chrono::seconds every,
+                     std::function<void(std::uint64_t)> announce);
   ~RuntimeCheckpoints() override;
 
   // Rank 0, at start: loads `what` ("latest" or a file). Prints which checkpoint
@@ -36,6 +41,7 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   std::uint64_t write() override;
   std::optional<std::vector<std::byte>> restored(const std::string& name) const override;
   std::uint64_t restored_sequence() const noexcept override { return restored_sequence_; }
+  bool requested() const noexcept override;
 
   // Other ranks: their part of checkpoint `sequence` (collective with write()).
   Status participate(std::uint64_t sequence);
@@ -53,6 +59,8 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   std::map<std::string, std::vector<std::byte>> restored_;  // from the restored checkpoint
   std::uint64_t restored_sequence_ = 0;
   std::uint64_t next_sequence_ = 0;  // 0: not chosen yet
+  std::chrono::seconds every_;
+  std::atomic<std::int64_t> last_ns_;  // steady clock of the last checkpoint (or the start)
 };
 
 }  // namespace brisk

@@ -38,6 +38,9 @@ class CheckpointService {
   virtual std::optional<std::vector<std::byte>> restored(const std::string& name) const = 0;
   // The sequence of the checkpoint restored from, or 0.
   virtual std::uint64_t restored_sequence() const noexcept = 0;
+  // Whether a checkpoint is due: a signal asked for one (SIGUSR1), or the period
+  // (--brisk-checkpoint-every) passed since the last one.
+  virtual bool requested() const noexcept = 0;
 };
 
 // What core needs from a local scheduler.
