@@ -276,18 +276,21 @@ std::optional<std::string> apply_arena_bytes(std::string_view v, Options& o) {
   return std::nullopt;
 }
 
-std::optional<std::string> apply_heartbeat_ms(std::string_view v, Options& o) {
+std::optional<std::string> apply_ms(std::string_view v, int& field, long long min, long long max) {
   const auto n = parse_unsigned<long long>(v);
-  if (!n || *n < 1 || *n > 60000) return "expected an integer number of milliseconds from 1 to 60000";
-  o.heartbeat_ms = static_cast<int>(*n);
+  if (!n || *n < min || *n > max) {
+    return "expected an integer number of milliseconds from " + std::to_string(min) + " to " + std::to_string(max);
+  }
+  field = static_cast<int>(*n);
   return std::nullopt;
 }
 
+std::optional<std::string> apply_heartbeat_ms(std::string_view v, Options& o) {
+  return apply_ms(v, o.heartbeat_ms, 1, 60000);
+}
+
 std::optional<std::string> apply_failure_timeout_ms(std::string_view v, Options& o) {
-  const auto n = parse_unsigned<long long>(v);
-  if (!n || *n < 10 || *n > 3600000) return "expected an integer number of milliseconds from 10 to 3600000";
-  o.failure_timeout_ms = static_cast<int>(*n);
-  return std::nullopt;
+  return apply_ms(v, o.failure_timeout_ms, 10, 3600000);
 }
 
 std::optional<std::string> apply_checkpoint_dir(std::string_view v, Options& o) {
