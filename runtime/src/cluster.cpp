@@ -227,9 +227,7 @@ void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
                                         config_.failure_timeout.count(), self_.value);
     Writer w;
     w(static_cast<std::uint8_t>(kCtlRankDead), r, why);
-    for (int to = 0; to < size_; ++to) {
-      if (to != self_.value && !rank_lost(Rank{to})) send_frame(Rank{to}, FrameKind::kControl, w.bytes());
-    }
+    send_to_live_ranks(w.bytes());
     on_rank_lost(Rank{r}, unavailable(why));
   }
 }
@@ -273,28 +271,30 @@ void Cluster::fail_pending_on(Rank peer) {
   }
 }
 
+void Cluster::send_to_live_ranks(std::span<const std::byte> control) {
+  for (int r = 0; r < size_; ++r) {
+    if (r != self_.value && !rank_lost(Rank{r})) {
+      send_frame(Rank{r}, FrameKind::kControl, std::vector<std::byte>(control.begin(), control.end()));
+    }
+  }
+}
+
 void Cluster::announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarnation) noexcept {
   Writer w;
   w(static_cast<std::uint8_t>(kCtlActorMoved), actor.hi, actor.lo, rank.value, incarnation);
-  for (int r = 0; r < size_; ++r) {
-    if (r != self_.value && !rank_lost(Rank{r})) send_frame(Rank{r}, FrameKind::kControl, w.bytes());
-  }
+  send_to_live_ranks(w.bytes());
 }
 
 void Cluster::announce_end(int code) {
   Writer w;
   w(static_cast<std::uint8_t>(kCtlEnd), code);
-  for (int r = 0; r < size_; ++r) {
-    if (r != self_.value && !rank_lost(Rank{r})) send_frame(Rank{r}, FrameKind::kControl, w.bytes());
-  }
+  send_to_live_ranks(w.bytes());
 }
 
 void Cluster::announce_checkpoint(std::uint64_t sequence) {
   Writer w;
   w(static_cast<std::uint8_t>(kCtlCheckpoint), sequence);
-  for (int r = 0; r < size_; ++r) {
-    if (r != self_.value && !rank_lost(Rank{r})) send_frame(Rank{r}, FrameKind::kControl, w.bytes());
-  }
+  send_to_live_ranks(w.bytes());
 }
 
 int Cluster::wait_for_end(const std::function<void(std::uint64_t)>& on_checkpoint) {
@@ -1422,6 +1422,16 @@ void Cluster::heartbeat() {
   }
 }
 
+void Cluster::read_control(Rank from, std::span<const std::byte> body, const char* what,
+                           const std::function<void(Reader&)>& read) {
+  try {
+    Reader r(body);
+    read(r);
+  } catch (const std::exception& e) {
+    malformed(from, fmt::format("{}: {}", what, e.what()));
+  }
+}
+
 void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
   if (payload.empty()) {
     malformed(from, "empty control message");
@@ -1455,23 +1465,18 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
       timeline_replies_.fetch_add(1, std::memory_order_release);
       return;
     }
-    case kCtlActorMoved: {
-      try {
-        Reader r(body);
+    case kCtlActorMoved:
+      read_control(from, body, "actor move", [&](Reader& r) {
         TaskId id;
         int rank = 0;
         std::uint32_t incarnation = 0;
         r(id.hi, id.lo, rank, incarnation);
         if (rank < 0 || rank >= size_) throw SerializationError("rank out of range");
         detail::actor_moved(id, rank, incarnation);
-      } catch (const std::exception& e) {
-        malformed(from, fmt::format("actor move: {}", e.what()));
-      }
+      });
       return;
-    }
-    case kCtlRankDead: {
-      try {
-        Reader r(body);
+    case kCtlRankDead:
+      read_control(from, body, "rank death notice", [&](Reader& r) {
         int rank = 0;
         std::string why;
         r(rank, why);
@@ -1485,34 +1490,23 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
           std::_Exit(1);
         }
         on_rank_lost(Rank{rank}, unavailable(why));
-      } catch (const std::exception& e) {
-        malformed(from, fmt::format("rank death notice: {}", e.what()));
-      }
+      });
       return;
-    }
-    case kCtlCheckpoint: {
-      try {
-        Reader r(body);
+    case kCtlCheckpoint:
+      read_control(from, body, "checkpoint request", [&](Reader& r) {
         std::uint64_t sequence = 0;
         r(sequence);
         if (sequence == 0) throw SerializationError("checkpoint sequence 0");
         checkpoint_request_.store(sequence, std::memory_order_release);
-      } catch (const std::exception& e) {
-        malformed(from, fmt::format("checkpoint request: {}", e.what()));
-      }
+      });
       return;
-    }
-    case kCtlEnd: {
-      try {
-        Reader r(body);
+    case kCtlEnd:
+      read_control(from, body, "end of job", [&](Reader& r) {
         int code = 0;
         r(code);
         end_code_.store(code, std::memory_order_release);
-      } catch (const std::exception& e) {
-        malformed(from, fmt::format("end of job: {}", e.what()));
-      }
+      });
       return;
-    }
     default:
       malformed(from, fmt::format("unknown control message type {}", type));
   }

@@ -188,6 +188,11 @@ class Cluster final : public detail::Executor,
   void handle_result(Rank from, std::span<const std::byte> record);
   void handle_refcount(Rank from, std::span<const std::byte> record);
   void handle_control(Rank from, std::span<const std::byte> payload);
+  // Runs `read` on a control message's body; a read that throws reports it malformed.
+  void read_control(Rank from, std::span<const std::byte> body, const char* what,
+                    const std::function<void(Reader&)>& read);
+  // Sends a control message to every other rank not known dead.
+  void send_to_live_ranks(std::span<const std::byte> control);
   void malformed(Rank from, const std::string& why);
   // A peer died (transport failure handler): fails what it held, rebuilds actors.
   void on_rank_lost(Rank peer, const Status& why);
