@@ -81,6 +81,7 @@ const char* frame_kind_name(FrameKind kind) noexcept {
     case FrameKind::kControl: return "control";
     case FrameKind::kRefCount: return "refcount";
     case FrameKind::kShutdown: return "shutdown";
+    case FrameKind::kData: return "data";
   }
   return "unknown";
 }

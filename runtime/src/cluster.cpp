@@ -521,6 +521,13 @@ void Cluster::handle_message(Rank from, std::span<const std::byte> bytes) {
     case FrameKind::kControl:
       handle_control(from, frame->payload);
       break;
+    case FrameKind::kData:
+      if (data_handler_) {
+        data_handler_(from, frame->payload);
+        return;
+      }
+      malformed(from, "a data message, and this rank has no data plane");
+      return;
     default:
       malformed(from, fmt::format("unexpected {} frame", frame_kind_name(frame->kind)));
       return;

@@ -18,6 +18,7 @@
 #include "brisk/runtime/checkpoint_service.hpp"
 #include "brisk/runtime/cluster.hpp"
 #include "brisk/runtime/control_plane.hpp"
+#include "brisk/runtime/data_plane.hpp"
 #include "brisk/runtime/node_runtime.hpp"
 #include "brisk/scheduler/local_scheduler.hpp"
 #include "brisk/scheduler/roles.hpp"
@@ -181,6 +182,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   node.context().size = size;
 
   int exit_code = 0;
+  std::unique_ptr<RuntimeDataPlane> data;  // outlives the cluster, whose progress thread calls it
   std::unique_ptr<Cluster> cluster;
   Wire wire;
   if (size > 1) {
@@ -206,8 +208,14 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     }
     node.context().executor = cluster.get();
     node.context().distributed = cluster.get();
+    data = std::make_unique<RuntimeDataPlane>(rank, size, node.scheduler(), cluster.get(), node.events(),
+                                              options.templates);
+    cluster->set_data_handler([d = data.get()](Rank from, std::span<const std::byte> p) { d->receive(from.value, p); });
     cluster->start();
+  } else {
+    data = std::make_unique<RuntimeDataPlane>(rank, size, node.scheduler(), nullptr, node.events(), options.templates);
   }
+  node.context().data = data.get();
 
   // Checkpoints: every rank duplicates the communicator now (collectively); rank 0
   // restores the driver's values when asked to.
@@ -229,6 +237,8 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   if (rank == 0 && !restore_failed) {
     try {
       exit_code = driver();
+      // Data tasks still running belong to the driver's work: wait for them.
+      if (data->used()) data->sync();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "brisk: the driver on rank 0 threw: %s\n", e.what());
       exit_code = 1;
@@ -273,6 +283,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   }
   exit_code = mpi->agree_exit_code(exit_code);
   node.shutdown();
+  node.context().data = nullptr;
   if (cluster) {
     // Every rank has stopped its workers; let the last messages land, then leave.
     cluster->stop();

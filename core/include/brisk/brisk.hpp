@@ -16,6 +16,7 @@
 #include "brisk/core/api.hpp"
 #include "brisk/core/array.hpp"
 #include "brisk/core/checkpoint.hpp"
+#include "brisk/core/data.hpp"
 #include "brisk/core/error.hpp"
 #include "brisk/core/function_registry.hpp"
 #include "brisk/core/ids.hpp"

@@ -38,8 +38,9 @@ enum class FrameKind : std::uint8_t {
   kControl = 6,      // control-state shard traffic
   kRefCount = 7,     // distributed reference counting
   kShutdown = 8,
+  kData = 9,         // data objects and templates (scheduler/data_protocol.hpp)
 };
-inline constexpr std::uint8_t kMaxFrameKind = 8;
+inline constexpr std::uint8_t kMaxFrameKind = 9;
 
 const char* frame_kind_name(FrameKind kind) noexcept;
 

@@ -140,6 +140,13 @@ class Cluster final : public detail::Executor,
   // Rank 0 only; the other ranks answer through their progress threads.
   Status write_timeline(const std::string& path) override;
 
+  // Data-object messages (scheduler/data_protocol.hpp): `handler` gets each kData
+  // frame's payload on the progress thread. Set before start().
+  void set_data_handler(std::function<void(Rank, std::span<const std::byte>)> handler) {
+    data_handler_ = std::move(handler);
+  }
+  void send_data(Rank to, std::vector<std::byte> payload) { send_frame(to, FrameKind::kData, std::move(payload)); }
+
   ClusterStats stats() const;
   // Sends `bytes` to `to` exactly as given (tests of the receiving side's checks).
   Status send_raw(Rank to, std::vector<std::byte> bytes) { return transport_.send(to, std::move(bytes)); }
@@ -227,6 +234,7 @@ class Cluster final : public detail::Executor,
 
   Transport& transport_;
   LocalScheduler& local_;
+  std::function<void(Rank, std::span<const std::byte>)> data_handler_;
   EventLog* events_;
   Config config_;
   Rank self_;

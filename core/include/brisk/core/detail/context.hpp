@@ -24,6 +24,7 @@ namespace brisk::detail {
 
 class TaskBase;
 class Distributed;
+class DataPlane;
 
 // Checkpoints of the driver's state (runtime/, through checkpoint/).
 class CheckpointService {
@@ -65,6 +66,7 @@ struct RuntimeContext {
   EventLog* events = nullptr;   // nullptr when the event log is off
   Distributed* distributed = nullptr;  // nullptr: a one-rank job
   CheckpointService* checkpoints = nullptr;  // nullptr outside brisk::run
+  DataPlane* data = nullptr;  // data objects and templates (data.hpp); nullptr outside brisk::run
   int rank = 0;
   int size = 1;
   std::uint64_t job_id = 0;

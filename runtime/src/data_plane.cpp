@@ -1,0 +1,84 @@
+#include "brisk/runtime/data_plane.hpp"
+
+#include <fmt/format.h>
+
+#include "brisk/runtime/cluster.hpp"
+
+namespace brisk {
+
+RuntimeDataPlane::RuntimeDataPlane(int rank, int size, detail::Executor& local, Cluster* cluster, EventLog* events,
+                                   bool templates)
+    : rank_(rank), size_(size), cluster_(cluster), templates_(templates) {
+  auto send = [this](int to, std::vector<std::byte> m) { this->send(to, std::move(m)); };
+  worker_ = std::make_unique<DataWorker>(rank, local, send, events);
+  if (rank == 0) {
+    std::function<int()> poll;
+    if (cluster_) poll = [c = cluster_] { return c->poll(); };
+    controller_ = std::make_unique<DataController>(size, send, std::move(poll));
+  }
+}
+
+RuntimeDataPlane::~RuntimeDataPlane() = default;
+
+void RuntimeDataPlane::send(int to, std::vector<std::byte> message) {
+  if (to == rank_) {
+    receive(rank_, message);
+    return;
+  }
+  cluster_->send_data(Rank{to}, std::move(message));
+}
+
+void RuntimeDataPlane::receive(int from, std::span<const std::byte> payload) {
+  if (!payload.empty() && payload[0] >= std::byte{static_cast<std::uint8_t>(DataMessage::kFetched)} &&
+      payload[0] <= std::byte{kMaxDataMessage}) {
+    if (controller_) {
+      controller_->handle(from, payload);
+    } else {
+      std::fprintf(stderr, "brisk: rank %d: dropped a data reply from rank %d: only rank 0 takes replies\n", rank_,
+                   from);
+    }
+    return;
+  }
+  worker_->handle(from, payload);
+}
+
+DataController& RuntimeDataPlane::controller(const char* api) const {
+  if (!controller_) throw Error(fmt::format("{}: data objects are driven from rank 0 (this is rank {})", api, rank_));
+  return *controller_;
+}
+
+std::uint32_t RuntimeDataPlane::create(const std::string& name, const detail::DataTypeOps* type,
+                                       std::vector<int> homes) {
+  used_ = true;
+  return controller("brisk::DataSet").create(name, type, std::move(homes));
+}
+void RuntimeDataPlane::submit(detail::DataTaskSpec spec, std::shared_ptr<const std::vector<std::byte>> params) {
+  controller("brisk::data_task").submit(std::move(spec), std::move(params));
+}
+std::uint32_t RuntimeDataPlane::install(const std::string& name, std::vector<detail::DataTaskSpec> tasks) {
+  return controller("brisk::record").install(name, std::move(tasks));
+}
+void RuntimeDataPlane::instantiate(std::uint32_t tmpl, std::vector<std::byte> params) {
+  controller("brisk::Template::instantiate").instantiate(tmpl, std::move(params));
+}
+void RuntimeDataPlane::move_tasks(std::uint32_t tmpl, std::span<const std::pair<std::uint32_t, int>> moves) {
+  controller("brisk::Template::move_tasks").move_tasks(tmpl, moves);
+}
+int RuntimeDataPlane::task_rank(std::uint32_t tmpl, std::uint32_t task) const {
+  return controller("brisk::Template::rank_of").task_rank(tmpl, task);
+}
+std::vector<std::byte> RuntimeDataPlane::fetch(std::uint32_t dataset, std::uint32_t part) {
+  return controller("brisk::DataSet::fetch").fetch(dataset, part);
+}
+void RuntimeDataPlane::sync() { controller("brisk::data_sync").sync(); }
+void RuntimeDataPlane::flush() { controller("brisk::data_task").flush(); }
+std::uint64_t RuntimeDataPlane::version(std::uint32_t dataset, std::uint32_t part) const {
+  return controller("brisk::DataSet::version").version(dataset, part);
+}
+detail::DataPlaneStats RuntimeDataPlane::stats() const {
+  detail::DataPlaneStats s = controller_ ? controller_->stats() : detail::DataPlaneStats{};
+  s.tasks_run = worker_->tasks_run();
+  return s;
+}
+
+}  // namespace brisk

@@ -1,0 +1,176 @@
+// brisk/scheduler/data_controller.hpp — the controller of data objects and templates.
+//
+// One controller per job, on rank 0 next to the driver. It knows, for every
+// partition, its version (writes issued) and which ranks hold that version; from a
+// data task's declaration it picks the task's rank, issues the copies that make the
+// task's inputs current there, and issues the task (data_protocol.hpp).
+//
+// Controller templates (Nimbus's execution templates, flattened): a recorded block
+// becomes arrays of tasks (function, accesses, arguments, rank) and, per partition
+// the block touches, its accesses in program order and what follows from them: the
+// copies inside the block, the precondition (ranks that must hold the entry version)
+// and the postcondition (who holds the exit version, and how many writes happened).
+// Every rank caches its part as a worker template. Then:
+//  - instantiate: one message per rank (fresh task ids, copy keys, parameters);
+//    back-to-back instantiations of a template whose postcondition meets its own
+//    precondition skip validation; the holder table is updated from the postcondition.
+//  - patch: entered from elsewhere, the unmet preconditions become copies. The patch
+//    is cached keyed by the template that ran before; only the entries that this
+//    template's predecessor did not write are checked again on reuse.
+//  - edit: moving tasks recomputes only the partitions those tasks touch and sends
+//    each affected rank the commands to remove and add; nothing is reinstalled.
+//
+// Thread safety: the driver-side calls (create, submit, install, instantiate,
+// move_tasks, fetch, sync) from one thread; handle() (replies from the ranks) from
+// any thread.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "brisk/core/data.hpp"
+#include "brisk/core/error.hpp"
+#include "brisk/scheduler/data_protocol.hpp"
+
+namespace brisk {
+
+class DataController {
+ public:
+  using Send = std::function<void(int to, std::vector<std::byte> message)>;
+  // `poll` moves messages while the driver waits (may be empty).
+  DataController(int size, Send send, std::function<int()> poll = {});
+
+  std::uint32_t create(const std::string& name, const detail::DataTypeOps* type, std::vector<int> homes);
+  void submit(detail::DataTaskSpec spec, std::shared_ptr<const std::vector<std::byte>> params);
+  std::uint32_t install(const std::string& name, std::vector<detail::DataTaskSpec> tasks);
+  void instantiate(std::uint32_t tmpl, std::vector<std::byte> params);
+  void move_tasks(std::uint32_t tmpl, std::span<const std::pair<std::uint32_t, int>> moves);
+  int task_rank(std::uint32_t tmpl, std::uint32_t task) const;
+  std::vector<std::byte> fetch(std::uint32_t dataset, std::uint32_t part);
+  void sync();
+  std::uint64_t version(std::uint32_t dataset, std::uint32_t part) const;
+  // Sends the commands batched so far.
+  void flush();
+  // A reply from a rank (kFetched, kSyncDone, kFailed).
+  bool handle(int from, std::span<const std::byte> message);
+  detail::DataPlaneStats stats() const;
+  int size() const noexcept { return size_; }
+
+  // Ranks holding the latest version of a partition (tests).
+  std::vector<int> holders(std::uint32_t dataset, std::uint32_t part) const;
+
+ private:
+  struct DataSetInfo {
+    std::string name;
+    const detail::DataTypeOps* type;
+    std::vector<int> homes;
+    std::uint32_t first_slot;
+  };
+  struct Copy {
+    std::uint64_t id;
+    int from, to;
+    std::uint32_t writer, reader;  // task indices in the block
+    friend bool operator==(const Copy& a, const Copy& b) {
+      return a.from == b.from && a.to == b.to && a.writer == b.writer && a.reader == b.reader;
+    }
+  };
+  // One partition touched by a template: its accesses and what follows from them.
+  struct Use {
+    std::uint32_t slot;
+    detail::DataAccess access;  // dataset and part (mode unused)
+    std::vector<std::pair<std::uint32_t, DataMode>> accesses;  // (task, mode) in program order
+    std::vector<Copy> copies;
+    std::vector<int> pre;   // ranks that must hold the entry version
+    std::vector<int> post;  // written: the ranks holding the exit version
+    std::uint32_t writes = 0;
+    bool self_ok = true;    // post covers pre
+  };
+  struct PatchCopy {
+    std::uint32_t slot;
+    int from, to;
+  };
+  struct CachedPatch {
+    std::uint64_t epoch;
+    std::vector<PatchCopy> copies;                       // fixed by the predecessor's postcondition
+    std::vector<std::pair<std::uint32_t, int>> checks;  // (use, rank) to check again on reuse
+  };
+  struct TemplateTask {
+    FunctionId function;
+    std::vector<detail::DataAccess> accesses;
+    std::vector<std::byte> args;
+    int rank;
+  };
+  struct ControllerTemplate {
+    std::string name;
+    std::vector<TemplateTask> tasks;
+    std::vector<Use> uses;
+    std::unordered_map<std::uint32_t, std::uint32_t> use_of_slot;
+    std::vector<std::vector<std::uint32_t>> uses_of_task;  // task -> uses it touches
+    std::uint64_t next_copy = 0;
+    std::size_t bad_uses = 0;  // uses whose post does not cover their pre
+    std::unordered_map<std::uint32_t, CachedPatch> patches;  // by predecessor (kNone: none)
+  };
+  struct Pending {
+    std::vector<DataCommand> commands;
+    std::vector<std::shared_ptr<const std::vector<std::byte>>> params;
+  };
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
+
+  std::uint32_t slot_of(const detail::DataAccess& a) const;
+  int place(const detail::DataTaskSpec& spec) const;
+  bool holds(std::uint32_t slot, int rank) const noexcept;
+  void set_only(std::uint32_t slot, int rank) noexcept;
+  void add_holder(std::uint32_t slot, int rank) noexcept;
+  int pick_source(std::uint32_t slot) const noexcept;
+  // Issues one untemplated copy of `slot` from `from` to `to`.
+  void issue_copy(std::uint32_t slot, int from, int to);
+  void push(int rank, DataCommand cmd);
+  void send_all(DataMessage kind, const std::vector<std::byte>& body);
+  void send_to(int rank, DataMessage kind, const std::vector<std::byte>& body);
+  void derive(ControllerTemplate& t, Use& u);
+  DataCommand compute_command(const ControllerTemplate& t, std::uint32_t task) const;
+  DataCommand copy_command(const Use& u, const Copy& c, bool sending) const;
+  void apply_patch(ControllerTemplate& t, std::uint32_t tmpl);
+  // Waits for replies; rethrows a reported failure.
+  void wait_until(const std::function<bool()>& done);
+  void rethrow_failure();
+
+  int size_;
+  Send send_;
+  std::function<int()> poll_;
+  std::size_t words_;  // holder bitset words per slot
+
+  std::vector<DataSetInfo> datasets_;
+  std::vector<std::uint64_t> versions_;  // per slot
+  std::vector<std::uint64_t> holders_;   // per slot, words_ words
+  std::vector<std::unique_ptr<ControllerTemplate>> templates_;
+  std::uint32_t last_template_ = kNone;  // the holder table is this template's postcondition
+  std::uint64_t epoch_ = 0;               // bumped by edits: cached patches older than it are stale
+
+  std::vector<Pending> pending_;
+  std::size_t pending_count_ = 0;
+  std::uint64_t next_key_ = 1;
+  std::uint64_t next_task_ = 1;
+  std::uint64_t next_token_ = 1;
+
+  detail::DataPlaneStats stats_;
+
+  // Replies.
+  mutable std::mutex reply_mutex_;
+  std::condition_variable reply_cv_;
+  std::unordered_map<std::uint64_t, std::vector<std::byte>> fetched_;
+  std::unordered_map<std::uint64_t, int> sync_replies_;
+  std::shared_ptr<const ErrorInfo> failure_;
+};
+
+}  // namespace brisk

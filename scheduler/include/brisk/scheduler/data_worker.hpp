@@ -1,0 +1,108 @@
+// brisk/scheduler/data_worker.hpp — one rank's half of data objects and templates.
+//
+// The DataWorker keeps this rank's partition instances and runs the commands the
+// controller sends (data_protocol.hpp). Commands are ordered by their accesses to
+// local instances, in arrival order: a command that writes an instance waits for
+// the instance's last writer and every reader since; a reader waits for the last
+// writer. A recv also waits for its data. Ready computes, sends and delivers run on
+// the local executor's workers; a finished command releases its successors.
+//
+// Worker templates: kInstall caches this rank's part of a template (commands in
+// program order, with their instances resolved); kInstantiate walks the cache with
+// fresh ids, keys and parameters, and needs no validation; kEdit removes and adds
+// single commands. An instantiation is ordered after everything that arrived before
+// it, exactly as if its commands had been sent one by one.
+//
+// Thread safety: handle() from any thread (the transport's progress thread, or the
+// controller on this rank); commands run on the executor's workers.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "brisk/core/data.hpp"
+#include "brisk/core/detail/context.hpp"
+#include "brisk/scheduler/data_protocol.hpp"
+
+namespace brisk {
+
+class EventLog;
+
+class DataWorker {
+ public:
+  // Sends a message to a rank (this one included).
+  using Send = std::function<void(int to, std::vector<std::byte> message)>;
+  DataWorker(int rank, detail::Executor& executor, Send send, EventLog* events = nullptr);
+  ~DataWorker();
+  DataWorker(const DataWorker&) = delete;
+  DataWorker& operator=(const DataWorker&) = delete;
+
+  // Handles one message for this rank; a malformed one is reported on stderr and
+  // dropped (returns false).
+  bool handle(int from, std::span<const std::byte> message);
+
+  std::uint64_t tasks_run() const noexcept { return tasks_run_.load(std::memory_order_relaxed); }
+  // Commands received and not finished.
+  std::int64_t outstanding() const noexcept { return outstanding_.load(std::memory_order_acquire); }
+  std::uint64_t malformed() const noexcept { return malformed_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Instance;
+  struct Entry;
+  struct Batch;
+  struct Node;
+  class RunNode;
+  struct Template;
+  struct DataSetInfo {
+    std::string name;
+    const detail::DataTypeOps* type = nullptr;
+  };
+
+  void on_dataset(Reader& r);
+  void on_commands(Reader& r);
+  void on_install(Reader& r);
+  void on_instantiate(Reader& r);
+  void on_edit(Reader& r);
+  void on_copy(Reader& r);
+  void on_sync(Reader& r);
+
+  // Resolves a command's instances (creating them); throws on an unknown data set.
+  std::shared_ptr<Entry> make_entry(DataCommand cmd);
+  Instance* instance(const detail::DataAccess& a);
+  // Orders `node` after the instance's earlier accesses (mutex_ held).
+  void link(Node* node);
+  void add_edge(Node* from, Node* to);
+  void ready(Node* node) noexcept;
+  void execute(Node* node) noexcept;
+  void complete(Node* node) noexcept;
+  void release_batch(Batch* batch) noexcept;
+  void report_failure(const char* function, const std::string& message) noexcept;
+  void finish_syncs() noexcept;
+
+  int rank_;
+  detail::Executor& executor_;
+  Send send_;
+  EventLog* events_;
+
+  std::mutex mutex_;  // instances, templates, arrivals, syncs
+  std::unordered_map<std::uint32_t, DataSetInfo> datasets_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<Instance>> instances_;
+  std::unordered_map<std::uint32_t, std::unique_ptr<Template>> templates_;
+  std::unordered_map<std::uint64_t, std::vector<std::byte>> arrived_;  // copies here before their recv
+  std::unordered_map<std::uint64_t, Node*> awaiting_;                 // recvs waiting for their copy
+  std::vector<std::uint64_t> syncs_;                                  // tokens to answer when idle
+
+  std::atomic<std::int64_t> outstanding_{0};
+  std::atomic<std::uint64_t> tasks_run_{0};
+  std::atomic<std::uint64_t> malformed_{0};
+};
+
+}  // namespace brisk

@@ -1,0 +1,555 @@
+#include "brisk/scheduler/data_controller.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace brisk {
+namespace {
+
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+std::vector<std::byte> body_of(std::uint8_t kind, const Writer& w) {
+  std::vector<std::byte> out;
+  out.reserve(w.size() + 1);
+  out.push_back(std::byte{kind});
+  out.insert(out.end(), w.bytes().begin(), w.bytes().end());
+  return out;
+}
+
+}  // namespace
+
+DataController::DataController(int size, Send send, std::function<int()> poll)
+    : size_(size), send_(std::move(send)), poll_(std::move(poll)), words_((static_cast<std::size_t>(size) + 63) / 64) {
+  pending_.resize(static_cast<std::size_t>(size));
+}
+
+// ---------------------------------------------------------------------------
+// The holder table.
+
+std::uint32_t DataController::slot_of(const detail::DataAccess& a) const {
+  if (a.dataset >= datasets_.size()) throw Error(fmt::format("brisk: data set {} does not exist", a.dataset));
+  const DataSetInfo& d = datasets_[a.dataset];
+  if (a.part >= d.homes.size()) {
+    throw Error(fmt::format("brisk: partition {} of '{}' is out of range (it has {})", a.part, d.name, d.homes.size()));
+  }
+  return d.first_slot + a.part;
+}
+
+bool DataController::holds(std::uint32_t slot, int rank) const noexcept {
+  return (holders_[slot * words_ + static_cast<std::size_t>(rank) / 64] >> (rank % 64)) & 1u;
+}
+
+void DataController::set_only(std::uint32_t slot, int rank) noexcept {
+  std::fill_n(holders_.begin() + static_cast<std::ptrdiff_t>(slot * words_), words_, 0);
+  add_holder(slot, rank);
+}
+
+void DataController::add_holder(std::uint32_t slot, int rank) noexcept {
+  holders_[slot * words_ + static_cast<std::size_t>(rank) / 64] |= std::uint64_t{1} << (rank % 64);
+}
+
+int DataController::pick_source(std::uint32_t slot) const noexcept {
+  // The home rank when it is current, else the lowest rank that is.
+  const auto& d = *std::find_if(datasets_.rbegin(), datasets_.rend(),
+                                [slot](const DataSetInfo& x) { return x.first_slot <= slot; });
+  const int home = d.homes[slot - d.first_slot];
+  if (holds(slot, home)) return home;
+  for (std::size_t w = 0; w < words_; ++w) {
+    const std::uint64_t bits = holders_[slot * words_ + w];
+    if (bits) return static_cast<int>(w * 64 + static_cast<std::size_t>(__builtin_ctzll(bits)));
+  }
+  return home;
+}
+
+std::vector<int> DataController::holders(std::uint32_t dataset, std::uint32_t part) const {
+  const std::uint32_t slot = slot_of({dataset, part, DataMode::kRead});
+  std::vector<int> out;
+  for (int r = 0; r < size_; ++r) {
+    if (holds(slot, r)) out.push_back(r);
+  }
+  return out;
+}
+
+std::uint64_t DataController::version(std::uint32_t dataset, std::uint32_t part) const {
+  return versions_[slot_of({dataset, part, DataMode::kRead})];
+}
+
+// ---------------------------------------------------------------------------
+// Untemplated commands.
+
+std::uint32_t DataController::create(const std::string& name, const detail::DataTypeOps* type, std::vector<int> homes) {
+  for (int h : homes) {
+    if (h < 0 || h >= size_) throw Error(fmt::format("brisk::DataSet '{}': home rank {} is out of range", name, h));
+  }
+  const auto id = static_cast<std::uint32_t>(datasets_.size());
+  const auto first = static_cast<std::uint32_t>(versions_.size());
+  Writer w;
+  w(id, type->id, name, std::vector<std::int32_t>(homes.begin(), homes.end()));
+  datasets_.push_back(DataSetInfo{name, type, std::move(homes), first});
+  const std::size_t n = datasets_.back().homes.size();
+  versions_.resize(first + n, 0);
+  holders_.resize((first + n) * words_, 0);
+  for (std::size_t p = 0; p < n; ++p) add_holder(first + static_cast<std::uint32_t>(p), datasets_.back().homes[p]);
+  flush();
+  send_all(DataMessage::kDataSet, body_of(static_cast<std::uint8_t>(DataMessage::kDataSet), w));
+  return id;
+}
+
+int DataController::place(const detail::DataTaskSpec& spec) const {
+  if (spec.rank >= 0) return spec.rank;
+  for (const auto& a : spec.accesses) {
+    if (writes(a.mode)) return datasets_[a.dataset].homes[a.part];
+  }
+  return datasets_[spec.accesses.front().dataset].homes[spec.accesses.front().part];
+}
+
+void DataController::push(int rank, DataCommand cmd) {
+  pending_[static_cast<std::size_t>(rank)].commands.push_back(std::move(cmd));
+  ++pending_count_;
+}
+
+void DataController::issue_copy(std::uint32_t slot, int from, int to) {
+  const auto& d = *std::find_if(datasets_.rbegin(), datasets_.rend(),
+                                [slot](const DataSetInfo& x) { return x.first_slot <= slot; });
+  const detail::DataAccess a{static_cast<std::uint32_t>(&d - datasets_.data()), slot - d.first_slot, DataMode::kRead};
+  const std::uint64_t key = next_key_++;
+  DataCommand send;
+  send.kind = DataCommand::kSend;
+  send.accesses = {a};
+  send.peer = to;
+  send.key = key;
+  DataCommand recv;
+  recv.kind = DataCommand::kRecv;
+  recv.accesses = {a};
+  recv.peer = from;
+  recv.key = key;
+  push(from, std::move(send));
+  push(to, std::move(recv));
+  ++stats_.copies;
+}
+
+void DataController::submit(detail::DataTaskSpec spec, std::shared_ptr<const std::vector<std::byte>> params) {
+  for (const auto& a : spec.accesses) (void)slot_of(a);  // validates before anything is issued
+  if (spec.accesses.empty() && spec.rank < 0) throw Error("brisk::data_task: a data task needs a partition or a rank");
+  last_template_ = kNone;
+  const int rank = place(spec);
+  for (const auto& a : spec.accesses) {
+    if (!reads(a.mode)) continue;
+    const std::uint32_t slot = slot_of(a);
+    if (!holds(slot, rank)) {
+      issue_copy(slot, pick_source(slot), rank);
+      add_holder(slot, rank);
+    }
+  }
+  for (const auto& a : spec.accesses) {
+    if (!writes(a.mode)) continue;
+    const std::uint32_t slot = slot_of(a);
+    ++versions_[slot];
+    set_only(slot, rank);
+  }
+  Pending& p = pending_[static_cast<std::size_t>(rank)];
+  if (!params) {
+    static const auto empty = std::make_shared<const std::vector<std::byte>>();
+    params = empty;
+  }
+  if (p.params.empty() || p.params.back() != params) p.params.push_back(std::move(params));
+  DataCommand cmd;
+  cmd.kind = DataCommand::kCompute;
+  cmd.function = spec.function;
+  cmd.accesses = std::move(spec.accesses);
+  cmd.args = std::move(spec.args);
+  cmd.task = next_task_++;
+  cmd.params = static_cast<std::uint32_t>(p.params.size() - 1);
+  push(rank, std::move(cmd));
+  ++stats_.commands;
+  if (pending_count_ >= 256) flush();
+}
+
+void DataController::flush() {
+  if (pending_count_ == 0) return;
+  for (int r = 0; r < size_; ++r) {
+    Pending& p = pending_[static_cast<std::size_t>(r)];
+    if (p.commands.empty()) continue;
+    std::vector<std::vector<std::byte>> params;
+    params.reserve(p.params.size());
+    for (const auto& x : p.params) params.push_back(*x);
+    Writer w;
+    w(params, p.commands);
+    p.commands.clear();
+    p.params.clear();
+    send_to(r, DataMessage::kCommands, body_of(static_cast<std::uint8_t>(DataMessage::kCommands), w));
+  }
+  pending_count_ = 0;
+}
+
+void DataController::send_to(int rank, DataMessage, const std::vector<std::byte>& body) { send_(rank, body); }
+
+void DataController::send_all(DataMessage kind, const std::vector<std::byte>& body) {
+  for (int r = 0; r < size_; ++r) send_to(r, kind, body);
+}
+
+// ---------------------------------------------------------------------------
+// Waiting for the ranks.
+
+bool DataController::handle(int from, std::span<const std::byte> message) {
+  try {
+    if (message.empty()) throw Error("an empty message");
+    Reader r(message.subspan(1));
+    std::lock_guard lock(reply_mutex_);
+    switch (static_cast<DataMessage>(message[0])) {
+      case DataMessage::kFetched: {
+        std::uint64_t key = 0;
+        r(key);
+        std::vector<std::byte> data(r.remaining());
+        r.read_bytes(data.data(), data.size());
+        fetched_[key] = std::move(data);
+        break;
+      }
+      case DataMessage::kSyncDone: {
+        std::uint64_t token = 0;
+        std::int32_t rank = 0;
+        r(token, rank);
+        ++sync_replies_[token];
+        break;
+      }
+      case DataMessage::kFailed: {
+        auto e = std::make_shared<ErrorInfo>();
+        std::int32_t rank = 0;
+        r(e->function, e->message, rank);
+        e->rank = rank;
+        if (!failure_) failure_ = std::move(e);
+        break;
+      }
+      default: throw Error(fmt::format("unexpected data message kind {}", static_cast<int>(message[0])));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "brisk: rank 0: dropped a malformed data reply from rank %d: %s\n", from, e.what());
+    return false;
+  }
+  reply_cv_.notify_all();
+  return true;
+}
+
+void DataController::wait_until(const std::function<bool()>& done) {
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+  std::unique_lock lock(reply_mutex_);
+  for (;;) {
+    if (failure_) {
+      // Reported once: the driver may catch it and carry on.
+      auto f = std::move(failure_);
+      failure_.reset();
+      lock.unlock();
+      throw TaskError(std::move(f));
+    }
+    if (done()) return;
+    if (std::chrono::steady_clock::now() < spin_until) {
+      lock.unlock();
+      if (!poll_ || poll_() == 0) std::this_thread::yield();
+      lock.lock();
+    } else {
+      reply_cv_.wait_for(lock, std::chrono::microseconds(500));
+      if (poll_) {
+        lock.unlock();
+        poll_();
+        lock.lock();
+      }
+    }
+  }
+}
+
+std::vector<std::byte> DataController::fetch(std::uint32_t dataset, std::uint32_t part) {
+  const std::uint32_t slot = slot_of({dataset, part, DataMode::kRead});
+  const int src = pick_source(slot);
+  DataCommand d;
+  d.kind = DataCommand::kDeliver;
+  d.accesses = {detail::DataAccess{dataset, part, DataMode::kRead}};
+  d.peer = 0;
+  d.key = next_key_++;
+  const std::uint64_t key = d.key;
+  push(src, std::move(d));
+  flush();
+  wait_until([&] { return fetched_.count(key) != 0; });
+  std::lock_guard lock(reply_mutex_);
+  auto node = fetched_.extract(key);
+  return std::move(node.mapped());
+}
+
+void DataController::sync() {
+  flush();
+  const std::uint64_t token = next_token_++;
+  Writer w;
+  w(token);
+  send_all(DataMessage::kSync, body_of(static_cast<std::uint8_t>(DataMessage::kSync), w));
+  wait_until([&] {
+    auto it = sync_replies_.find(token);
+    return it != sync_replies_.end() && it->second >= size_;
+  });
+  std::lock_guard lock(reply_mutex_);
+  sync_replies_.erase(token);
+}
+
+detail::DataPlaneStats DataController::stats() const { return stats_; }
+
+// ---------------------------------------------------------------------------
+// Templates.
+
+void DataController::derive(ControllerTemplate& t, Use& u) {
+  std::vector<Copy> old = std::move(u.copies);
+  u.copies.clear();
+  u.pre.clear();
+  u.post.clear();
+  u.writes = 0;
+  std::vector<int> holders;
+  std::int64_t writer = -1;
+  for (const auto& [task, mode] : u.accesses) {
+    const int r = t.tasks[task].rank;
+    if (reads(mode)) {
+      if (writer < 0) {
+        if (!contains(u.pre, r)) u.pre.push_back(r);
+      } else if (!contains(holders, r)) {
+        Copy c{0, t.tasks[static_cast<std::size_t>(writer)].rank, r, static_cast<std::uint32_t>(writer), task};
+        auto same = std::find(old.begin(), old.end(), c);
+        c.id = same != old.end() ? same->id : t.next_copy++;
+        u.copies.push_back(c);
+        holders.push_back(r);
+      }
+    }
+    if (writes(mode)) {
+      writer = task;
+      holders.assign(1, r);
+      ++u.writes;
+    }
+  }
+  if (writer >= 0) u.post = std::move(holders);
+  u.self_ok = writer < 0 || std::all_of(u.pre.begin(), u.pre.end(), [&](int r) { return contains(u.post, r); });
+}
+
+DataCommand DataController::compute_command(const ControllerTemplate& t, std::uint32_t task) const {
+  const TemplateTask& tt = t.tasks[task];
+  DataCommand c;
+  c.kind = DataCommand::kCompute;
+  c.id = compute_id(task);
+  c.position = compute_position(task);
+  c.function = tt.function;
+  c.accesses = tt.accesses;
+  c.args = tt.args;
+  c.task = task;
+  return c;
+}
+
+DataCommand DataController::copy_command(const Use& u, const Copy& copy, bool sending) const {
+  DataCommand c;
+  c.kind = sending ? DataCommand::kSend : DataCommand::kRecv;
+  c.id = copy_command_id(copy.id);
+  c.position = sending ? send_position(copy.writer) : recv_position(copy.reader);
+  c.accesses = {detail::DataAccess{u.access.dataset, u.access.part, DataMode::kRead}};
+  c.peer = sending ? copy.to : copy.from;
+  c.key = copy.id;
+  return c;
+}
+
+std::uint32_t DataController::install(const std::string& name, std::vector<detail::DataTaskSpec> specs) {
+  auto t = std::make_unique<ControllerTemplate>();
+  t->name = name;
+  t->tasks.reserve(specs.size());
+  t->uses_of_task.resize(specs.size());
+  for (std::size_t j = 0; j < specs.size(); ++j) {
+    auto& s = specs[j];
+    for (const auto& a : s.accesses) (void)slot_of(a);
+    if (s.accesses.empty() && s.rank < 0) {
+      throw Error(fmt::format("brisk::record '{}': task {} names no partition and no rank", name, j));
+    }
+    const int rank = place(s);
+    const auto task = static_cast<std::uint32_t>(j);
+    for (const auto& a : s.accesses) {
+      const std::uint32_t slot = slot_of(a);
+      auto [it, fresh] = t->use_of_slot.emplace(slot, static_cast<std::uint32_t>(t->uses.size()));
+      if (fresh) {
+        Use u;
+        u.slot = slot;
+        u.access = a;
+        t->uses.push_back(std::move(u));
+      }
+      Use& u = t->uses[it->second];
+      if (!u.accesses.empty() && u.accesses.back().first == task) {
+        u.accesses.back().second = static_cast<DataMode>(static_cast<std::uint8_t>(u.accesses.back().second) |
+                                                         static_cast<std::uint8_t>(a.mode));
+      } else {
+        u.accesses.emplace_back(task, a.mode);
+        t->uses_of_task[j].push_back(it->second);
+      }
+    }
+    t->tasks.push_back(TemplateTask{s.function, std::move(s.accesses), std::move(s.args), rank});
+  }
+  for (Use& u : t->uses) {
+    derive(*t, u);
+    if (!u.self_ok) ++t->bad_uses;
+  }
+  std::vector<std::vector<DataCommand>> per_rank(static_cast<std::size_t>(size_));
+  for (std::uint32_t j = 0; j < t->tasks.size(); ++j) {
+    per_rank[static_cast<std::size_t>(t->tasks[j].rank)].push_back(compute_command(*t, j));
+  }
+  for (const Use& u : t->uses) {
+    for (const Copy& c : u.copies) {
+      per_rank[static_cast<std::size_t>(c.from)].push_back(copy_command(u, c, true));
+      per_rank[static_cast<std::size_t>(c.to)].push_back(copy_command(u, c, false));
+    }
+  }
+  const auto id = static_cast<std::uint32_t>(templates_.size());
+  flush();
+  for (int r = 0; r < size_; ++r) {
+    Writer w;
+    w(id, name, per_rank[static_cast<std::size_t>(r)]);
+    send_to(r, DataMessage::kInstall, body_of(static_cast<std::uint8_t>(DataMessage::kInstall), w));
+  }
+  templates_.push_back(std::move(t));
+  return id;
+}
+
+void DataController::apply_patch(ControllerTemplate& t, std::uint32_t tmpl) {
+  (void)tmpl;
+  const std::uint32_t prev = last_template_;
+  if (prev != kNone) {
+    auto it = t.patches.find(prev);
+    if (it != t.patches.end() && it->second.epoch == epoch_) {
+      for (const PatchCopy& c : it->second.copies) {
+        issue_copy(c.slot, c.from, c.to);
+        add_holder(c.slot, c.to);
+      }
+      for (const auto& [use, r] : it->second.checks) {
+        const std::uint32_t slot = t.uses[use].slot;
+        if (!holds(slot, r)) {
+          issue_copy(slot, pick_source(slot), r);
+          add_holder(slot, r);
+        }
+      }
+      ++stats_.patches_reused;
+      return;
+    }
+  }
+  CachedPatch patch{epoch_, {}, {}};
+  const ControllerTemplate* p = prev != kNone ? templates_[prev].get() : nullptr;
+  for (std::uint32_t ui = 0; ui < t.uses.size(); ++ui) {
+    const Use& u = t.uses[ui];
+    const Use* pu = nullptr;
+    if (p) {
+      auto it = p->use_of_slot.find(u.slot);
+      if (it != p->use_of_slot.end()) pu = &p->uses[it->second];
+    }
+    for (int r : u.pre) {
+      if (pu && pu->writes > 0) {
+        // The predecessor wrote it: who holds it is fixed by its postcondition.
+        if (!holds(u.slot, r)) {
+          const int from = pick_source(u.slot);
+          patch.copies.push_back(PatchCopy{u.slot, from, r});
+          issue_copy(u.slot, from, r);
+          add_holder(u.slot, r);
+        }
+      } else if (pu && contains(pu->pre, r)) {
+        // The predecessor read it on r: current there.
+      } else {
+        patch.checks.emplace_back(ui, r);
+        if (!holds(u.slot, r)) {
+          issue_copy(u.slot, pick_source(u.slot), r);
+          add_holder(u.slot, r);
+        }
+      }
+    }
+  }
+  if (prev != kNone) t.patches[prev] = std::move(patch);
+  ++stats_.patches_computed;
+}
+
+void DataController::instantiate(std::uint32_t tmpl, std::vector<std::byte> params) {
+  if (tmpl >= templates_.size()) throw Error(fmt::format("brisk: template {} does not exist", tmpl));
+  ControllerTemplate& t = *templates_[tmpl];
+  if (last_template_ == tmpl && t.bad_uses == 0) {
+    ++stats_.validations_skipped;
+  } else {
+    apply_patch(t, tmpl);
+  }
+  flush();
+  Writer w;
+  w(tmpl, next_task_, next_key_, params);
+  const auto body = body_of(static_cast<std::uint8_t>(DataMessage::kInstantiate), w);
+  send_all(DataMessage::kInstantiate, body);
+  next_task_ += t.tasks.size();
+  next_key_ += t.next_copy;
+  for (const Use& u : t.uses) {
+    if (u.writes > 0) {
+      versions_[u.slot] += u.writes;
+      std::fill_n(holders_.begin() + static_cast<std::ptrdiff_t>(u.slot * words_), words_, 0);
+      for (int r : u.post) add_holder(u.slot, r);
+    } else {
+      for (int r : u.pre) add_holder(u.slot, r);
+    }
+  }
+  last_template_ = tmpl;
+  ++stats_.instantiations;
+}
+
+void DataController::move_tasks(std::uint32_t tmpl, std::span<const std::pair<std::uint32_t, int>> moves) {
+  if (tmpl >= templates_.size()) throw Error(fmt::format("brisk: template {} does not exist", tmpl));
+  ControllerTemplate& t = *templates_[tmpl];
+  std::map<std::uint32_t, int> target;  // the last move of a task wins
+  for (const auto& [task, rank] : moves) {
+    if (task >= t.tasks.size() || rank < 0 || rank >= size_) {
+      throw Error(fmt::format("brisk: template '{}': cannot move task {} to rank {}", t.name, task, rank));
+    }
+    target[task] = rank;
+  }
+  struct RankEdit {
+    std::vector<std::uint64_t> removed;
+    std::vector<DataCommand> added;
+  };
+  std::map<int, RankEdit> edits;
+  std::vector<std::uint32_t> affected;
+  for (const auto& [task, rank] : target) {
+    TemplateTask& tt = t.tasks[task];
+    if (tt.rank == rank) continue;
+    edits[tt.rank].removed.push_back(compute_id(task));
+    tt.rank = rank;
+    edits[rank].added.push_back(compute_command(t, task));
+    for (std::uint32_t u : t.uses_of_task[task]) affected.push_back(u);
+  }
+  std::sort(affected.begin(), affected.end());
+  affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
+  for (std::uint32_t ui : affected) {
+    Use& u = t.uses[ui];
+    const std::vector<Copy> old = u.copies;
+    if (!u.self_ok) --t.bad_uses;
+    derive(t, u);
+    if (!u.self_ok) ++t.bad_uses;
+    auto has = [](const std::vector<Copy>& v, std::uint64_t id) {
+      return std::any_of(v.begin(), v.end(), [id](const Copy& c) { return c.id == id; });
+    };
+    for (const Copy& c : old) {
+      if (has(u.copies, c.id)) continue;
+      edits[c.from].removed.push_back(copy_command_id(c.id));
+      edits[c.to].removed.push_back(copy_command_id(c.id));
+    }
+    for (const Copy& c : u.copies) {
+      if (has(old, c.id)) continue;
+      edits[c.from].added.push_back(copy_command(u, c, true));
+      edits[c.to].added.push_back(copy_command(u, c, false));
+    }
+  }
+  flush();
+  for (auto& [rank, e] : edits) {
+    Writer w;
+    w(tmpl, e.removed, e.added);
+    send_to(rank, DataMessage::kEdit, body_of(static_cast<std::uint8_t>(DataMessage::kEdit), w));
+  }
+  ++epoch_;
+  if (last_template_ == tmpl) last_template_ = kNone;
+  ++stats_.edits;
+}
+
+int DataController::task_rank(std::uint32_t tmpl, std::uint32_t task) const {
+  if (tmpl >= templates_.size() || task >= templates_[tmpl]->tasks.size()) return -1;
+  return templates_[tmpl]->tasks[task].rank;
+}
+
+}  // namespace brisk

@@ -1,0 +1,442 @@
+#include "brisk/scheduler/data_worker.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+
+#include "brisk/core/detail/task.hpp"
+#include "brisk/core/event_log.hpp"
+#include "brisk/core/function_registry.hpp"
+
+namespace brisk {
+
+struct DataWorker::Instance {
+  const detail::DataTypeOps* type = nullptr;
+  void* value = nullptr;
+  Node* writer = nullptr;      // the last writer, while it has not finished
+  std::vector<Node*> readers;  // readers since, while they have not finished
+  explicit Instance(const detail::DataTypeOps* t) : type(t), value(t->make()) {}
+  ~Instance() { type->destroy(value); }
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+};
+
+// A command with its instances resolved (cached by templates, shared with the
+// instantiations that still run it).
+struct DataWorker::Entry {
+  DataCommand cmd;
+  std::vector<Instance*> instances;  // one per access
+  std::vector<const detail::DataTypeOps*> types;
+  DataFunction function = nullptr;   // compute; nullptr when unknown here
+  const char* name = "";
+};
+
+struct DataWorker::Node {
+  Batch* batch = nullptr;
+  Entry* entry = nullptr;
+  std::atomic<int> deps{1};  // the batch's own hold, released once the batch is linked
+  std::vector<Node*> successors;
+  std::vector<std::byte> data;  // recv: the copy
+  std::uint64_t key = 0;
+  TaskId id;
+  std::span<const std::byte> params;
+};
+
+struct DataWorker::Batch {
+  std::vector<std::shared_ptr<Entry>> entries;
+  std::vector<std::shared_ptr<const std::vector<std::byte>>> params;
+  std::unique_ptr<Node[]> nodes;
+  std::size_t count = 0;
+  std::atomic<std::size_t> left{0};
+};
+
+struct DataWorker::Template {
+  std::string name;
+  // (position, id) -> command, in program order.
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::shared_ptr<Entry>> commands;
+  std::unordered_map<std::uint64_t, std::uint64_t> position_of;  // id -> position
+};
+
+// Runs one ready command on an executor worker.
+class DataWorker::RunNode final : public detail::TaskBase {
+ public:
+  RunNode(DataWorker* w, Node* n) noexcept : TaskBase(n->id, n->entry->name, nullptr, nullptr), worker_(w), node_(n) {}
+  void start() noexcept override {}
+  void run() noexcept override { worker_->execute(node_); }
+  void cancel(std::shared_ptr<const ErrorInfo>) noexcept override { worker_->complete(node_); }
+  bool encode_args(Writer&, detail::ObjectCodec&, Rank) override { return false; }
+  void arg_objects(std::vector<detail::ObjectState*>&) const override {}
+
+ private:
+  DataWorker* worker_;
+  Node* node_;
+};
+
+namespace {
+std::uint64_t instance_key(const detail::DataAccess& a) noexcept {
+  return (std::uint64_t{a.dataset} << 32) | a.part;
+}
+}  // namespace
+
+DataWorker::DataWorker(int rank, detail::Executor& executor, Send send, EventLog* events)
+    : rank_(rank), executor_(executor), send_(std::move(send)), events_(events) {}
+
+DataWorker::~DataWorker() = default;
+
+bool DataWorker::handle(int from, std::span<const std::byte> message) {
+  try {
+    if (message.empty()) throw Error("an empty message");
+    Reader r(message.subspan(1));
+    switch (static_cast<DataMessage>(message[0])) {
+      case DataMessage::kDataSet: on_dataset(r); break;
+      case DataMessage::kCommands: on_commands(r); break;
+      case DataMessage::kInstall: on_install(r); break;
+      case DataMessage::kInstantiate: on_instantiate(r); break;
+      case DataMessage::kEdit: on_edit(r); break;
+      case DataMessage::kCopy: on_copy(r); break;
+      case DataMessage::kSync: on_sync(r); break;
+      default: throw Error(fmt::format("unknown data message kind {}", static_cast<int>(message[0])));
+    }
+    return true;
+  } catch (const std::exception& e) {
+    const auto n = malformed_.fetch_add(1, std::memory_order_relaxed);
+    if (n < 10) {
+      std::fprintf(stderr, "brisk: rank %d: dropped a malformed data message from rank %d: %s\n", rank_, from,
+                   e.what());
+    }
+    return false;
+  }
+}
+
+void DataWorker::on_dataset(Reader& r) {
+  std::uint32_t id = 0;
+  std::uint64_t type = 0;
+  std::string name;
+  std::vector<std::int32_t> homes;
+  r(id, type, name, homes);
+  const detail::DataTypeOps* ops = detail::find_data_type(type);
+  if (!ops) {
+    throw Error(fmt::format("data set '{}': its element type (id {:#x}) is not known on rank {} (different binaries?)",
+                            name, type, rank_));
+  }
+  std::lock_guard lock(mutex_);
+  datasets_[id] = DataSetInfo{std::move(name), ops};
+}
+
+DataWorker::Instance* DataWorker::instance(const detail::DataAccess& a) {
+  auto& slot = instances_[instance_key(a)];
+  if (!slot) {
+    auto it = datasets_.find(a.dataset);
+    if (it == datasets_.end()) throw Error(fmt::format("a command names data set {}, unknown on rank {}", a.dataset, rank_));
+    slot = std::make_unique<Instance>(it->second.type);
+  }
+  return slot.get();
+}
+
+std::shared_ptr<DataWorker::Entry> DataWorker::make_entry(DataCommand cmd) {
+  auto e = std::make_shared<Entry>();
+  if (cmd.kind > DataCommand::kDeliver) throw Error(fmt::format("unknown command kind {}", cmd.kind));
+  if (cmd.kind != DataCommand::kCompute && cmd.accesses.size() != 1) throw Error("a copy command must name one partition");
+  e->instances.reserve(cmd.accesses.size());
+  for (const auto& a : cmd.accesses) {
+    if (static_cast<std::uint8_t>(a.mode) < 1 || static_cast<std::uint8_t>(a.mode) > 3) {
+      throw Error(fmt::format("an access has the invalid mode {}", static_cast<int>(a.mode)));
+    }
+    Instance* in = instance(a);
+    e->instances.push_back(in);
+    e->types.push_back(in->type);
+  }
+  if (cmd.kind == DataCommand::kCompute) {
+    const FunctionInfo* info = detail::find_function(cmd.function);
+    if (info) {
+      e->function = reinterpret_cast<DataFunction>(const_cast<void*>(info->address));
+      e->name = info->name.c_str();
+    } else {
+      e->name = "<unregistered data task>";
+    }
+  } else {
+    e->name = cmd.kind == DataCommand::kSend ? "copy-out" : cmd.kind == DataCommand::kRecv ? "copy-in" : "deliver";
+  }
+  e->cmd = std::move(cmd);
+  return e;
+}
+
+void DataWorker::add_edge(Node* from, Node* to) {
+  if (from == to) return;
+  from->successors.push_back(to);
+  to->deps.fetch_add(1, std::memory_order_relaxed);
+}
+
+void DataWorker::link(Node* node) {
+  const Entry& e = *node->entry;
+  for (std::size_t i = 0; i < e.instances.size(); ++i) {
+    Instance* in = e.instances[i];
+    // A send or deliver reads its instance; a recv overwrites it.
+    DataMode mode = e.cmd.kind == DataCommand::kCompute ? e.cmd.accesses[i].mode
+                    : e.cmd.kind == DataCommand::kRecv  ? DataMode::kWrite
+                                                        : DataMode::kRead;
+    if (in->writer) add_edge(in->writer, node);
+    if (writes(mode)) {
+      for (Node* reader : in->readers) add_edge(reader, node);
+      in->readers.clear();
+      in->writer = node;
+    } else if (in->writer != node && (in->readers.empty() || in->readers.back() != node)) {
+      in->readers.push_back(node);
+    }
+  }
+  if (e.cmd.kind == DataCommand::kRecv) {
+    auto it = arrived_.find(node->key);
+    if (it != arrived_.end()) {
+      node->data = std::move(it->second);
+      arrived_.erase(it);
+    } else {
+      awaiting_[node->key] = node;
+      node->deps.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+}
+
+void DataWorker::on_commands(Reader& r) {
+  std::vector<std::vector<std::byte>> params;
+  std::vector<DataCommand> cmds;
+  r(params, cmds);
+  auto batch = std::make_unique<Batch>();
+  batch->params.reserve(params.size());
+  for (auto& p : params) batch->params.push_back(std::make_shared<const std::vector<std::byte>>(std::move(p)));
+  batch->count = cmds.size();
+  batch->nodes = std::make_unique<Node[]>(cmds.size());
+  batch->left.store(cmds.size(), std::memory_order_relaxed);
+  if (cmds.empty()) return;
+  {
+    std::lock_guard lock(mutex_);
+    batch->entries.reserve(cmds.size());
+    for (auto& c : cmds) {
+      if (c.kind == DataCommand::kCompute && c.params >= batch->params.size() && !batch->params.empty()) {
+        throw Error(fmt::format("a command names parameters {} of {}", c.params, batch->params.size()));
+      }
+      batch->entries.push_back(make_entry(std::move(c)));
+    }
+    for (std::size_t i = 0; i < batch->count; ++i) {
+      Node& n = batch->nodes[i];
+      n.batch = batch.get();
+      n.entry = batch->entries[i].get();
+      const DataCommand& c = n.entry->cmd;
+      n.key = c.key;
+      n.id = data_task_id(c.task);
+      if (c.kind == DataCommand::kCompute && !batch->params.empty()) n.params = *batch->params[c.params];
+      link(&n);
+    }
+  }
+  outstanding_.fetch_add(static_cast<std::int64_t>(batch->count), std::memory_order_acq_rel);
+  Batch* b = batch.release();
+  for (std::size_t i = 0; i < b->count; ++i) ready(&b->nodes[i]);
+}
+
+void DataWorker::on_install(Reader& r) {
+  std::uint32_t id = 0;
+  std::string name;
+  std::vector<DataCommand> cmds;
+  r(id, name, cmds);
+  auto t = std::make_unique<Template>();
+  t->name = std::move(name);
+  std::lock_guard lock(mutex_);
+  for (auto& c : cmds) {
+    const std::uint64_t pos = c.position, cid = c.id;
+    if (!t->position_of.emplace(cid, pos).second) throw Error(fmt::format("template '{}' repeats command {}", t->name, cid));
+    t->commands.emplace(std::make_pair(pos, cid), make_entry(std::move(c)));
+  }
+  templates_[id] = std::move(t);
+}
+
+void DataWorker::on_edit(Reader& r) {
+  std::uint32_t id = 0;
+  std::vector<std::uint64_t> removed;
+  std::vector<DataCommand> added;
+  r(id, removed, added);
+  std::lock_guard lock(mutex_);
+  auto it = templates_.find(id);
+  if (it == templates_.end()) throw Error(fmt::format("an edit of template {}, unknown on rank {}", id, rank_));
+  Template& t = *it->second;
+  for (std::uint64_t cid : removed) {
+    auto p = t.position_of.find(cid);
+    if (p == t.position_of.end()) throw Error(fmt::format("an edit removes command {}, not in template '{}'", cid, t.name));
+    t.commands.erase({p->second, cid});
+    t.position_of.erase(p);
+  }
+  for (auto& c : added) {
+    const std::uint64_t pos = c.position, cid = c.id;
+    if (!t.position_of.emplace(cid, pos).second) throw Error(fmt::format("an edit adds command {} twice", cid));
+    t.commands.emplace(std::make_pair(pos, cid), make_entry(std::move(c)));
+  }
+}
+
+void DataWorker::on_instantiate(Reader& r) {
+  std::uint32_t id = 0;
+  std::uint64_t first_task = 0, key_base = 0;
+  std::vector<std::byte> params;
+  r(id, first_task, key_base, params);
+  auto batch = std::make_unique<Batch>();
+  batch->params.push_back(std::make_shared<const std::vector<std::byte>>(std::move(params)));
+  {
+    std::lock_guard lock(mutex_);
+    auto it = templates_.find(id);
+    if (it == templates_.end()) throw Error(fmt::format("an instantiation of template {}, unknown on rank {}", id, rank_));
+    Template& t = *it->second;
+    batch->count = t.commands.size();
+    if (batch->count == 0) return;
+    batch->nodes = std::make_unique<Node[]>(batch->count);
+    batch->left.store(batch->count, std::memory_order_relaxed);
+    batch->entries.reserve(batch->count);
+    const std::span<const std::byte> p = *batch->params[0];
+    std::size_t i = 0;
+    for (const auto& [where, entry] : t.commands) {
+      batch->entries.push_back(entry);
+      Node& n = batch->nodes[i++];
+      n.batch = batch.get();
+      n.entry = entry.get();
+      n.key = key_base + entry->cmd.key;
+      n.id = data_task_id(first_task + entry->cmd.task);
+      n.params = p;
+      link(&n);
+    }
+  }
+  outstanding_.fetch_add(static_cast<std::int64_t>(batch->count), std::memory_order_acq_rel);
+  Batch* b = batch.release();
+  for (std::size_t i = 0; i < b->count; ++i) ready(&b->nodes[i]);
+}
+
+void DataWorker::on_copy(Reader& r) {
+  std::uint64_t key = 0;
+  r(key);
+  std::vector<std::byte> data(r.remaining());
+  r.read_bytes(data.data(), data.size());
+  Node* node = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = awaiting_.find(key);
+    if (it == awaiting_.end()) {
+      if (!arrived_.emplace(key, std::move(data)).second) throw Error(fmt::format("copy {} arrived twice", key));
+      return;
+    }
+    node = it->second;
+    awaiting_.erase(it);
+    node->data = std::move(data);
+  }
+  ready(node);
+}
+
+void DataWorker::on_sync(Reader& r) {
+  std::uint64_t token = 0;
+  r(token);
+  {
+    std::lock_guard lock(mutex_);
+    syncs_.push_back(token);
+  }
+  if (outstanding_.load(std::memory_order_acquire) == 0) finish_syncs();
+}
+
+void DataWorker::finish_syncs() noexcept {
+  std::vector<std::uint64_t> tokens;
+  {
+    std::lock_guard lock(mutex_);
+    if (outstanding_.load(std::memory_order_acquire) != 0) return;
+    tokens.swap(syncs_);
+  }
+  for (std::uint64_t t : tokens) {
+    Writer w;
+    w(static_cast<std::uint8_t>(DataMessage::kSyncDone), t, static_cast<std::int32_t>(rank_));
+    send_(0, w.take());
+  }
+}
+
+void DataWorker::ready(Node* node) noexcept {
+  if (node->deps.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  executor_.submit(new RunNode(this, node));
+}
+
+void DataWorker::execute(Node* node) noexcept {
+  const Entry& e = *node->entry;
+  const DataCommand& c = e.cmd;
+  try {
+    switch (c.kind) {
+      case DataCommand::kCompute: {
+        if (!e.function) {
+          throw Error(fmt::format("data task function id {:#x} is not registered on rank {} (BRISK_DATA_TASK)",
+                                  c.function.value, rank_));
+        }
+        void* values[16];
+        std::vector<void*> more;
+        void** v = values;
+        if (e.instances.size() > 16) {
+          more.resize(e.instances.size());
+          v = more.data();
+        }
+        for (std::size_t i = 0; i < e.instances.size(); ++i) v[i] = e.instances[i]->value;
+        DataTask task(node->id, rank_, e.name, c.accesses, {v, e.instances.size()}, e.types, c.args, node->params);
+        if (events_) events_->record(EventKind::kStart, node->id.lo, e.name);
+        e.function(task);
+        if (events_) events_->record(EventKind::kEnd, node->id.lo, e.name);
+        tasks_run_.fetch_add(1, std::memory_order_relaxed);
+        break;
+      }
+      case DataCommand::kSend:
+      case DataCommand::kDeliver: {
+        Writer w;
+        w(static_cast<std::uint8_t>(c.kind == DataCommand::kSend ? DataMessage::kCopy : DataMessage::kFetched), node->key);
+        e.types[0]->write(w, e.instances[0]->value);
+        send_(c.peer, w.take());
+        break;
+      }
+      case DataCommand::kRecv: {
+        Reader r(node->data);
+        e.types[0]->read(r, e.instances[0]->value);
+        std::vector<std::byte>().swap(node->data);
+        break;
+      }
+      default: break;
+    }
+  } catch (const std::exception& ex) {
+    report_failure(e.name, ex.what());
+  } catch (...) {
+    report_failure(e.name, "an unknown exception");
+  }
+  complete(node);
+}
+
+void DataWorker::report_failure(const char* function, const std::string& message) noexcept {
+  try {
+    Writer w;
+    w(static_cast<std::uint8_t>(DataMessage::kFailed), std::string(function), message, static_cast<std::int32_t>(rank_));
+    send_(0, w.take());
+  } catch (...) {
+    std::fprintf(stderr, "brisk: rank %d: data task '%s' failed: %s\n", rank_, function, message.c_str());
+  }
+}
+
+void DataWorker::complete(Node* node) noexcept {
+  std::vector<Node*> next;
+  {
+    std::lock_guard lock(mutex_);
+    for (Instance* in : node->entry->instances) {
+      if (in->writer == node) in->writer = nullptr;
+      auto& rd = in->readers;
+      auto it = std::find(rd.begin(), rd.end(), node);
+      if (it != rd.end()) {
+        *it = rd.back();
+        rd.pop_back();
+      }
+    }
+    next.swap(node->successors);
+  }
+  for (Node* s : next) ready(s);
+  release_batch(node->batch);
+  if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) == 1) finish_syncs();
+}
+
+void DataWorker::release_batch(Batch* batch) noexcept {
+  if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete batch;
+}
+
+}  // namespace brisk
