@@ -22,7 +22,11 @@ RuntimeDataPlane::~RuntimeDataPlane() = default;
 
 void RuntimeDataPlane::send(int to, std::vector<std::byte> message) {
   if (to == rank_) {
-    receive(rank_, message);
+    if (!message.empty() && message[0] >= std::byte{static_cast<std::uint8_t>(DataMessage::kFetched)}) {
+      receive(rank_, message);
+    } else {
+      worker_->post(rank_, std::move(message));
+    }
     return;
   }
   cluster_->send_data(Rank{to}, std::move(message));
@@ -39,7 +43,7 @@ void RuntimeDataPlane::receive(int from, std::span<const std::byte> payload) {
     }
     return;
   }
-  worker_->handle(from, payload);
+  worker_->post(from, std::vector<std::byte>(payload.begin(), payload.end()));
 }
 
 DataController& RuntimeDataPlane::controller(const char* api) const {
@@ -77,7 +81,7 @@ std::uint64_t RuntimeDataPlane::version(std::uint32_t dataset, std::uint32_t par
 }
 detail::DataPlaneStats RuntimeDataPlane::stats() const {
   detail::DataPlaneStats s = controller_ ? controller_->stats() : detail::DataPlaneStats{};
-  s.tasks_run = worker_->tasks_run();
+  worker_->add_stats(s);
   return s;
 }
 

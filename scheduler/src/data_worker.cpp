@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <exception>
 
@@ -33,17 +35,6 @@ struct DataWorker::Entry {
   const char* name = "";
 };
 
-struct DataWorker::Node {
-  Batch* batch = nullptr;
-  Entry* entry = nullptr;
-  std::atomic<int> deps{1};  // the batch's own hold, released once the batch is linked
-  std::vector<Node*> successors;
-  std::vector<std::byte> data;  // recv: the copy
-  std::uint64_t key = 0;
-  TaskId id;
-  std::span<const std::byte> params;
-};
-
 struct DataWorker::Batch {
   std::vector<std::shared_ptr<Entry>> entries;
   std::vector<std::shared_ptr<const std::vector<std::byte>>> params;
@@ -59,10 +50,14 @@ struct DataWorker::Template {
   std::unordered_map<std::uint64_t, std::uint64_t> position_of;  // id -> position
 };
 
-// Runs one ready command on an executor worker.
+// Runs one ready command on an executor worker. Lives inside its Node (in a
+// Slot): the executor's `delete` after run() ends its lifetime and then gives the
+// node back to its batch, which is freed with its last node.
 class DataWorker::RunNode final : public detail::TaskBase {
  public:
-  RunNode(DataWorker* w, Node* n) noexcept : TaskBase(n->id, n->entry->name, nullptr, nullptr), worker_(w), node_(n) {}
+  RunNode(DataWorker* w, Node* n, TaskId id, const char* name) noexcept
+      : TaskBase(id, name, nullptr, nullptr), worker_(w), node_(n) {}
+  static void operator delete(void* p) noexcept;
   void start() noexcept override {}
   void run() noexcept override { worker_->execute(node_); }
   void cancel(std::shared_ptr<const ErrorInfo>) noexcept override { worker_->complete(node_); }
@@ -74,7 +69,35 @@ class DataWorker::RunNode final : public detail::TaskBase {
   Node* node_;
 };
 
+struct DataWorker::Node {
+  Batch* batch = nullptr;
+  Entry* entry = nullptr;
+  std::atomic<int> deps{1};  // the batch's own hold, released once the batch is linked
+  // Successors: the first few inline (most commands have one or two).
+  std::uint32_t successors = 0;
+  Node* first[4] = {};
+  std::vector<Node*> more;
+  std::vector<std::byte> data;  // recv: the copy
+  std::uint64_t key = 0;
+  TaskId id;
+  std::span<const std::byte> params;
+  struct Slot {
+    Node* node;
+    alignas(RunNode) unsigned char storage[sizeof(RunNode)];
+  } slot{this, {}};
+};
+
+void DataWorker::RunNode::operator delete(void* p) noexcept {
+  auto* slot = reinterpret_cast<Node::Slot*>(static_cast<unsigned char*>(p) - offsetof(Node::Slot, storage));
+  Batch* batch = slot->node->batch;
+  if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete batch;
+}
+
 namespace {
+std::uint64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
+}
 std::uint64_t instance_key(const detail::DataAccess& a) noexcept {
   return (std::uint64_t{a.dataset} << 32) | a.part;
 }
@@ -107,6 +130,50 @@ bool DataWorker::handle(int from, std::span<const std::byte> message) {
                    e.what());
     }
     return false;
+  }
+}
+
+// Handles the queued messages in order, on an executor worker.
+class DataWorker::DrainTask final : public detail::TaskBase {
+ public:
+  explicit DrainTask(DataWorker* w) noexcept : TaskBase(TaskId{}, "data-inbox", nullptr, nullptr), worker_(w) {}
+  void start() noexcept override {}
+  void run() noexcept override { worker_->drain(); }
+  void cancel(std::shared_ptr<const ErrorInfo>) noexcept override {}
+  bool encode_args(Writer&, detail::ObjectCodec&, Rank) override { return false; }
+  void arg_objects(std::vector<detail::ObjectState*>&) const override {}
+
+ private:
+  DataWorker* worker_;
+};
+
+void DataWorker::post(int from, std::vector<std::byte> message) {
+  if (!message.empty() && message[0] == std::byte{static_cast<std::uint8_t>(DataMessage::kCopy)}) {
+    handle(from, message);
+    return;
+  }
+  bool start = false;
+  {
+    std::lock_guard lock(inbox_mutex_);
+    inbox_.emplace_back(from, std::move(message));
+    start = !std::exchange(draining_, true);
+  }
+  if (start) executor_.submit(new DrainTask(this));
+}
+
+void DataWorker::drain() noexcept {
+  for (;;) {
+    std::pair<int, std::vector<std::byte>> m;
+    {
+      std::lock_guard lock(inbox_mutex_);
+      if (inbox_.empty()) {
+        draining_ = false;
+        return;
+      }
+      m = std::move(inbox_.front());
+      inbox_.pop_front();
+    }
+    handle(m.first, m.second);
   }
 }
 
@@ -165,7 +232,12 @@ std::shared_ptr<DataWorker::Entry> DataWorker::make_entry(DataCommand cmd) {
 
 void DataWorker::add_edge(Node* from, Node* to) {
   if (from == to) return;
-  from->successors.push_back(to);
+  if (from->successors < 4) {
+    from->first[from->successors] = to;
+  } else {
+    from->more.push_back(to);
+  }
+  ++from->successors;
   to->deps.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -239,6 +311,7 @@ void DataWorker::on_install(Reader& r) {
   std::string name;
   std::vector<DataCommand> cmds;
   r(id, name, cmds);
+  const auto start = std::chrono::steady_clock::now();
   auto t = std::make_unique<Template>();
   t->name = std::move(name);
   std::lock_guard lock(mutex_);
@@ -248,6 +321,8 @@ void DataWorker::on_install(Reader& r) {
     t->commands.emplace(std::make_pair(pos, cid), make_entry(std::move(c)));
   }
   templates_[id] = std::move(t);
+  install_ns_ += elapsed_ns(start);
+  installed_ += cmds.size();
 }
 
 void DataWorker::on_edit(Reader& r) {
@@ -255,6 +330,7 @@ void DataWorker::on_edit(Reader& r) {
   std::vector<std::uint64_t> removed;
   std::vector<DataCommand> added;
   r(id, removed, added);
+  const auto start = std::chrono::steady_clock::now();
   std::lock_guard lock(mutex_);
   auto it = templates_.find(id);
   if (it == templates_.end()) throw Error(fmt::format("an edit of template {}, unknown on rank {}", id, rank_));
@@ -270,6 +346,8 @@ void DataWorker::on_edit(Reader& r) {
     if (!t.position_of.emplace(cid, pos).second) throw Error(fmt::format("an edit adds command {} twice", cid));
     t.commands.emplace(std::make_pair(pos, cid), make_entry(std::move(c)));
   }
+  edit_ns_ += elapsed_ns(start);
+  edited_ += removed.size() + added.size();
 }
 
 void DataWorker::on_instantiate(Reader& r) {
@@ -277,6 +355,7 @@ void DataWorker::on_instantiate(Reader& r) {
   std::uint64_t first_task = 0, key_base = 0;
   std::vector<std::byte> params;
   r(id, first_task, key_base, params);
+  const auto start = std::chrono::steady_clock::now();
   auto batch = std::make_unique<Batch>();
   batch->params.push_back(std::make_shared<const std::vector<std::byte>>(std::move(params)));
   {
@@ -301,10 +380,23 @@ void DataWorker::on_instantiate(Reader& r) {
       n.params = p;
       link(&n);
     }
+    instantiate_ns_ += elapsed_ns(start);
+    instantiated_ += batch->count;
   }
   outstanding_.fetch_add(static_cast<std::int64_t>(batch->count), std::memory_order_acq_rel);
   Batch* b = batch.release();
   for (std::size_t i = 0; i < b->count; ++i) ready(&b->nodes[i]);
+}
+
+void DataWorker::add_stats(detail::DataPlaneStats& s) const {
+  s.tasks_run = tasks_run();
+  std::lock_guard lock(mutex_);
+  s.install_ns = install_ns_;
+  s.installed_commands = installed_;
+  s.instantiate_ns = instantiate_ns_;
+  s.instantiated_commands = instantiated_;
+  s.edit_ns = edit_ns_;
+  s.edited_commands = edited_;
 }
 
 void DataWorker::on_copy(Reader& r) {
@@ -353,7 +445,7 @@ void DataWorker::finish_syncs() noexcept {
 
 void DataWorker::ready(Node* node) noexcept {
   if (node->deps.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  executor_.submit(new RunNode(this, node));
+  executor_.submit(::new (node->slot.storage) RunNode(this, node, node->id, node->entry->name));
 }
 
 void DataWorker::execute(Node* node) noexcept {
@@ -416,7 +508,6 @@ void DataWorker::report_failure(const char* function, const std::string& message
 }
 
 void DataWorker::complete(Node* node) noexcept {
-  std::vector<Node*> next;
   {
     std::lock_guard lock(mutex_);
     for (Instance* in : node->entry->instances) {
@@ -428,15 +519,13 @@ void DataWorker::complete(Node* node) noexcept {
         rd.pop_back();
       }
     }
-    next.swap(node->successors);
   }
-  for (Node* s : next) ready(s);
-  release_batch(node->batch);
+  // No edge reaches a node once it left its instances: the successors are final.
+  const std::uint32_t n = node->successors;
+  for (std::uint32_t i = 0; i < n && i < 4; ++i) ready(node->first[i]);
+  for (Node* s : node->more) ready(s);
   if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) == 1) finish_syncs();
 }
 
-void DataWorker::release_batch(Batch* batch) noexcept {
-  if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete batch;
-}
 
 }  // namespace brisk

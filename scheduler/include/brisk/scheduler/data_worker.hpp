@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -48,8 +49,13 @@ class DataWorker {
   // Handles one message for this rank; a malformed one is reported on stderr and
   // dropped (returns false).
   bool handle(int from, std::span<const std::byte> message);
+  // Queues a message to be handled in order on one of the executor's workers (the
+  // caller does not wait for the commands to be linked); a copy is handled at once.
+  void post(int from, std::vector<std::byte> message);
 
   std::uint64_t tasks_run() const noexcept { return tasks_run_.load(std::memory_order_relaxed); }
+  // Fills the worker fields of `s` (tasks run, template times).
+  void add_stats(detail::DataPlaneStats& s) const;
   // Commands received and not finished.
   std::int64_t outstanding() const noexcept { return outstanding_.load(std::memory_order_acquire); }
   std::uint64_t malformed() const noexcept { return malformed_.load(std::memory_order_relaxed); }
@@ -61,6 +67,8 @@ class DataWorker {
   struct Node;
   class RunNode;
   struct Template;
+  class DrainTask;
+  void drain() noexcept;
   struct DataSetInfo {
     std::string name;
     const detail::DataTypeOps* type = nullptr;
@@ -83,7 +91,6 @@ class DataWorker {
   void ready(Node* node) noexcept;
   void execute(Node* node) noexcept;
   void complete(Node* node) noexcept;
-  void release_batch(Batch* batch) noexcept;
   void report_failure(const char* function, const std::string& message) noexcept;
   void finish_syncs() noexcept;
 
@@ -92,7 +99,7 @@ class DataWorker {
   Send send_;
   EventLog* events_;
 
-  std::mutex mutex_;  // instances, templates, arrivals, syncs
+  mutable std::mutex mutex_;  // instances, templates, arrivals, syncs
   std::unordered_map<std::uint32_t, DataSetInfo> datasets_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Instance>> instances_;
   std::unordered_map<std::uint32_t, std::unique_ptr<Template>> templates_;
@@ -100,9 +107,15 @@ class DataWorker {
   std::unordered_map<std::uint64_t, Node*> awaiting_;                 // recvs waiting for their copy
   std::vector<std::uint64_t> syncs_;                                  // tokens to answer when idle
 
+  std::mutex inbox_mutex_;
+  std::deque<std::pair<int, std::vector<std::byte>>> inbox_;
+  bool draining_ = false;
+
   std::atomic<std::int64_t> outstanding_{0};
   std::atomic<std::uint64_t> tasks_run_{0};
   std::atomic<std::uint64_t> malformed_{0};
+  // Template costs (written under mutex_).
+  std::uint64_t install_ns_ = 0, installed_ = 0, instantiate_ns_ = 0, instantiated_ = 0, edit_ns_ = 0, edited_ = 0;
 };
 
 }  // namespace brisk

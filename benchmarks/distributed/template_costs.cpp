@@ -1,0 +1,195 @@
+// Execution-template costs, as in Nimbus's tables: install, instantiate and edit of
+// a block of data tasks spread over the ranks, beside the same block submitted task
+// by task. One JSON line per result.
+//
+//   mpirun -np 4 --oversubscribe --bind-to none build/benchmarks/brisk_template_costs [--tasks=8000] [--reps=30]
+//
+// The block: two sweeps over P = tasks/2 partitions; task i of a sweep writes
+// partition i of one data set and reads partitions i-1, i, i+1 of the other, so the
+// ranks exchange boundary partitions inside the block and before it (a patch, cached).
+// The functions do nothing: what is measured is the runtime.
+//
+// Figures:
+//  - install: the controller's time for the block (record -> controller template and
+//    the per-rank worker templates encoded and sent), per task; and each rank's time
+//    to cache its worker template, per command.
+//  - instantiate: the controller's time per instantiation, as tasks per second (the
+//    ranks, rank 0 included, link their commands on their own workers); each rank's
+//    linking time per command; and end to end (instantiations until all ran).
+//  - edit: one task moved to the next rank and back: controller time per edit, and
+//    the ranks' time per edited command.
+//  - untemplated: the controller's time per submitted task, and end to end.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "brisk/brisk.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Vec = std::vector<double>;
+
+void touch(brisk::DataTask&) {}
+BRISK_DATA_TASK(touch);
+
+// Writes this rank's worker counters into partition 0 of the stats set.
+void report(brisk::DataTask& t) {
+  const auto s = brisk::data_stats();
+  t.write<std::vector<std::uint64_t>>(0) = {s.install_ns,     s.installed_commands, s.instantiate_ns,
+                                            s.instantiated_commands, s.edit_ns,     s.edited_commands,
+                                            s.tasks_run};
+}
+BRISK_DATA_TASK(report);
+
+struct Settings {
+  int tasks = 8000;
+  int reps = 30;
+};
+
+Settings parse(int argc, char** argv) {
+  Settings s;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--tasks=", 8) == 0) s.tasks = std::max(4, std::atoi(argv[i] + 8));
+    if (std::strncmp(argv[i], "--reps=", 7) == 0) s.reps = std::max(1, std::atoi(argv[i] + 7));
+  }
+  return s;
+}
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// Per rank: install ns, installed, instantiate ns, instantiated, edit ns, edited, tasks run.
+std::vector<std::vector<std::uint64_t>> worker_stats() {
+  const int n = brisk::size();
+  brisk::DataSet<std::vector<std::uint64_t>> stats("stats", static_cast<std::size_t>(n), brisk::Placement::cyclic());
+  for (int r = 0; r < n; ++r) brisk::data_task(report).writes(stats, r).on(r).submit();
+  std::vector<std::vector<std::uint64_t>> out;
+  for (int r = 0; r < n; ++r) out.push_back(stats.fetch(r));
+  return out;
+}
+
+// ns per item, the largest over the ranks, of field `ns` over field `count`
+// between two snapshots.
+double max_per_item(const std::vector<std::vector<std::uint64_t>>& a, const std::vector<std::vector<std::uint64_t>>& b,
+                    int ns, int count) {
+  double worst = 0;
+  for (std::size_t r = 0; r < a.size(); ++r) {
+    const double items = static_cast<double>(b[r][count] - a[r][count]);
+    if (items > 0) worst = std::max(worst, static_cast<double>(b[r][ns] - a[r][ns]) / items);
+  }
+  return worst;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Settings settings = parse(argc, argv);
+  return brisk::run(argc, argv, [&] {
+    const int ranks = brisk::size();
+    const int parts = settings.tasks / 2;
+    brisk::DataSet<Vec> a("a", static_cast<std::size_t>(parts)), b("b", static_cast<std::size_t>(parts));
+    auto sweep = [&](brisk::DataSet<Vec>& to, brisk::DataSet<Vec>& from) {
+      for (int i = 0; i < parts; ++i) {
+        brisk::data_task(touch)
+            .writes(to, i)
+            .reads(from, (i + parts - 1) % parts)
+            .reads(from, i)
+            .reads(from, (i + 1) % parts)
+            .submit();
+      }
+    };
+    auto body = [&](const int&) {
+      sweep(b, a);
+      sweep(a, b);
+    };
+    const bool templated = brisk::templates_enabled();
+    std::printf("{\"benchmark\":\"template_setup\",\"ranks\":%d,\"tasks\":%d,\"templates\":%s}\n", ranks,
+                2 * parts, templated ? "true" : "false");
+
+    // Untemplated: the same block, task by task.
+    {
+      brisk::data_sync();
+      const auto before = brisk::data_stats();
+      const auto t0 = Clock::now();
+      for (int k = 0; k < settings.reps; ++k) body(k);
+      const auto t1 = Clock::now();
+      brisk::data_sync();
+      const auto t2 = Clock::now();
+      const double n = 2.0 * parts * settings.reps;
+      const auto after = brisk::data_stats();
+      std::printf(
+          "{\"benchmark\":\"untemplated\",\"ranks\":%d,\"tasks_per_block\":%d,\"blocks\":%d,"
+          "\"controller_us_per_task\":%.3f,\"end_to_end_tasks_per_s\":%.0f,\"copies_per_block\":%.1f}\n",
+          ranks, 2 * parts, settings.reps, seconds(t1 - t0) * 1e6 / n, n / seconds(t2 - t0),
+          static_cast<double>(after.copies - before.copies) / settings.reps);
+    }
+    if (!templated) return 0;
+
+    // Install (the first instantiate records, installs and runs the block once).
+    auto t = brisk::record<int>("two_sweeps", body);
+    brisk::data_sync();
+    auto w0 = worker_stats();
+    auto c0 = brisk::data_stats();
+    t.instantiate(0);
+    brisk::data_sync();
+    auto w1 = worker_stats();
+    auto c1 = brisk::data_stats();
+    const double tasks = 2.0 * parts;
+    std::printf(
+        "{\"benchmark\":\"template_install\",\"ranks\":%d,\"tasks\":%.0f,\"controller_us_per_task\":%.3f,"
+        "\"worker_us_per_command_max\":%.3f,\"nimbus_controller_us\":25,\"nimbus_worker_us\":24,\"floor_us\":5}\n",
+        ranks, tasks, static_cast<double>(c1.controller_install_ns - c0.controller_install_ns) / 1e3 / tasks,
+        max_per_item(w0, w1, 0, 1) / 1e3);
+
+    // Instantiate, back to back.
+    t.instantiate(1);  // warm: the patch keyed by this template itself is computed once
+    brisk::data_sync();
+    w0 = worker_stats();
+    c0 = brisk::data_stats();
+    const auto s0 = Clock::now();
+    for (int k = 0; k < settings.reps; ++k) t.instantiate(k);
+    const auto s1 = Clock::now();
+    brisk::data_sync();
+    const auto s2 = Clock::now();
+    w1 = worker_stats();
+    c1 = brisk::data_stats();
+    const double inst = settings.reps;
+    const double controller_ns = static_cast<double>(c1.controller_instantiate_ns - c0.controller_instantiate_ns);
+    std::printf(
+        "{\"benchmark\":\"template_instantiate\",\"ranks\":%d,\"tasks\":%.0f,\"instantiations\":%d,"
+        "\"controller_us_per_instantiation\":%.2f,\"controller_tasks_per_s\":%.0f,"
+        "\"call_us_per_instantiation\":%.2f,\"worker_ns_per_command_max\":%.1f,\"end_to_end_tasks_per_s\":%.0f,"
+        "\"patches_reused\":%llu,\"validations_skipped\":%llu,\"nimbus_tasks_per_s\":500000,\"floor_tasks_per_s\":5000000}\n",
+        ranks, tasks, settings.reps, controller_ns / 1e3 / inst, tasks * inst / (controller_ns / 1e9),
+        seconds(s1 - s0) * 1e6 / inst, max_per_item(w0, w1, 2, 3), tasks * inst / seconds(s2 - s0),
+        static_cast<unsigned long long>(c1.patches_reused - c0.patches_reused),
+        static_cast<unsigned long long>(c1.validations_skipped - c0.validations_skipped));
+
+    // Edit: one task to the next rank and back.
+    if (ranks > 1) {
+      w0 = worker_stats();
+      c0 = brisk::data_stats();
+      const int edits = 200;
+      const std::uint32_t task = static_cast<std::uint32_t>(parts / 2);
+      const int home = t.rank_of(task);
+      for (int k = 0; k < edits; ++k) {
+        const std::pair<std::uint32_t, int> move{task, k % 2 == 0 ? (home + 1) % ranks : home};
+        t.move_tasks({move});
+      }
+      t.instantiate(0);
+      brisk::data_sync();
+      w1 = worker_stats();
+      c1 = brisk::data_stats();
+      std::printf(
+          "{\"benchmark\":\"template_edit\",\"ranks\":%d,\"edits\":%d,\"controller_us_per_edit\":%.3f,"
+          "\"worker_us_per_edited_command_max\":%.3f,\"nimbus_us\":41,\"floor_us\":10}\n",
+          ranks, edits, static_cast<double>(c1.controller_edit_ns - c0.controller_edit_ns) / 1e3 / edits,
+          max_per_item(w0, w1, 4, 5) / 1e3);
+    }
+    std::fflush(stdout);
+    return 0;
+  });
+}
