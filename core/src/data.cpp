@@ -61,17 +61,7 @@ void TemplateCore::run(std::vector<std::byte> params, const std::function<void()
     return;
   }
   if (!plane.templates_enabled()) {
-    // Untemplated: the body submits every task, each carrying the block's parameters.
-    auto saved = std::exchange(current_block_params(),
-                               std::make_shared<const std::vector<std::byte>>(std::move(params)));
-    struct Restore {
-      std::shared_ptr<const std::vector<std::byte>> saved;
-      ~Restore() { current_block_params() = std::move(saved); }
-    } restore{std::move(saved)};
-    const std::uint64_t before = plane.stats().commands;
-    body();
-    tasks_ = static_cast<std::size_t>(plane.stats().commands - before);
-    plane.flush();
+    run_untemplated(std::move(params), body);
     return;
   }
   if (current_recording()) throw Error(fmt::format("brisk::record '{}': templates cannot nest", name_));
@@ -88,6 +78,22 @@ void TemplateCore::run(std::vector<std::byte> params, const std::function<void()
   id_ = plane.install(name_, std::move(recording.tasks));
   installed_ = true;
   plane.instantiate(id_, std::move(params));
+}
+
+void TemplateCore::run_untemplated(std::vector<std::byte> params, const std::function<void()>& body) {
+  DataPlane& plane = require_data_plane("brisk::Template::run_untemplated");
+  if (current_recording()) throw Error(fmt::format("brisk::Template '{}': cannot run inside a recorded block", name_));
+  // Every task carries the block's parameters.
+  auto saved =
+      std::exchange(current_block_params(), std::make_shared<const std::vector<std::byte>>(std::move(params)));
+  struct Restore {
+    std::shared_ptr<const std::vector<std::byte>> saved;
+    ~Restore() { current_block_params() = std::move(saved); }
+  } restore{std::move(saved)};
+  const std::uint64_t before = plane.stats().commands;
+  body();
+  if (!installed_) tasks_ = static_cast<std::size_t>(plane.stats().commands - before);
+  plane.flush();
 }
 
 void TemplateCore::move_tasks(std::span<const std::pair<std::uint32_t, int>> moves) {

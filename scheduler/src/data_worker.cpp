@@ -87,10 +87,20 @@ struct DataWorker::Node {
   } slot{this, {}};
 };
 
+namespace {
+// Gives a finished node back to its batch; the last one frees the batch.
+template <class Batch>
+void release_to(Batch* batch) noexcept {
+  if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete batch;
+}
+// Copies ready on this thread while it already runs one inline (a trampoline, so
+// that a chain of copies does not recurse).
+thread_local std::vector<void*>* t_inline_queue = nullptr;
+}  // namespace
+
 void DataWorker::RunNode::operator delete(void* p) noexcept {
   auto* slot = reinterpret_cast<Node::Slot*>(static_cast<unsigned char*>(p) - offsetof(Node::Slot, storage));
-  Batch* batch = slot->node->batch;
-  if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete batch;
+  release_to(slot->node->batch);
 }
 
 namespace {
@@ -302,8 +312,10 @@ void DataWorker::on_commands(Reader& r) {
     }
   }
   outstanding_.fetch_add(static_cast<std::int64_t>(batch->count), std::memory_order_acq_rel);
+  // Released last to first: the executor runs a thread's newest work first, so the
+  // commands start in program order.
   Batch* b = batch.release();
-  for (std::size_t i = 0; i < b->count; ++i) ready(&b->nodes[i]);
+  for (std::size_t i = b->count; i-- > 0;) ready(&b->nodes[i]);
 }
 
 void DataWorker::on_install(Reader& r) {
@@ -384,8 +396,10 @@ void DataWorker::on_instantiate(Reader& r) {
     instantiated_ += batch->count;
   }
   outstanding_.fetch_add(static_cast<std::int64_t>(batch->count), std::memory_order_acq_rel);
+  // Released last to first: the executor runs a thread's newest work first, so the
+  // commands start in program order.
   Batch* b = batch.release();
-  for (std::size_t i = 0; i < b->count; ++i) ready(&b->nodes[i]);
+  for (std::size_t i = b->count; i-- > 0;) ready(&b->nodes[i]);
 }
 
 void DataWorker::add_stats(detail::DataPlaneStats& s) const {
@@ -445,6 +459,28 @@ void DataWorker::finish_syncs() noexcept {
 
 void DataWorker::ready(Node* node) noexcept {
   if (node->deps.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // Copies run at once on the thread that made them ready: a send queued behind
+  // computes would hold up the rank that waits for it (the executor runs its own
+  // newest work first). Large incoming copies are unpacked on a worker instead.
+  const DataCommand& c = node->entry->cmd;
+  const bool inline_copy = c.kind == DataCommand::kSend || c.kind == DataCommand::kDeliver ||
+                           (c.kind == DataCommand::kRecv && node->data.size() <= kInlineRecvBytes);
+  if (inline_copy) {
+    if (t_inline_queue) {
+      t_inline_queue->push_back(node);
+      return;
+    }
+    std::vector<void*> queue{node};
+    t_inline_queue = &queue;
+    while (!queue.empty()) {
+      Node* n = static_cast<Node*>(queue.back());
+      queue.pop_back();
+      execute(n);
+      release_to(n->batch);
+    }
+    t_inline_queue = nullptr;
+    return;
+  }
   executor_.submit(::new (node->slot.storage) RunNode(this, node, node->id, node->entry->name));
 }
 
@@ -521,9 +557,9 @@ void DataWorker::complete(Node* node) noexcept {
     }
   }
   // No edge reaches a node once it left its instances: the successors are final.
-  const std::uint32_t n = node->successors;
-  for (std::uint32_t i = 0; i < n && i < 4; ++i) ready(node->first[i]);
-  for (Node* s : node->more) ready(s);
+  // Last to first, as in a batch's release.
+  for (auto it = node->more.rbegin(); it != node->more.rend(); ++it) ready(*it);
+  for (std::uint32_t i = std::min<std::uint32_t>(node->successors, 4); i-- > 0;) ready(node->first[i]);
   if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) == 1) finish_syncs();
 }
 

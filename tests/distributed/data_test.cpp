@@ -176,13 +176,9 @@ TEST(Data, TemplateEqualsUntemplatedRun) {
     g.sweep(g.a, g.b);
   };
   auto t = brisk::record<Step>("sweep2", [&](const Step&) { body(tmpl); });
+  auto u = brisk::record<Step>("sweep2.plain", [&](const Step&) { body(plain); });
   for (int i = 0; i < 5; ++i) {
-    // The same block with the same parameters, submitted task by task.
-    auto saved = brisk::detail::current_block_params();
-    brisk::detail::current_block_params() =
-        std::make_shared<const std::vector<std::byte>>(brisk::to_bytes(Step{0.5 + 0.1 * i, i}));
-    body(plain);
-    brisk::detail::current_block_params() = saved;
+    u.run_untemplated(Step{0.5 + 0.1 * i, i});  // the same block, submitted task by task
     t.instantiate(Step{0.5 + 0.1 * i, i});
   }
   EXPECT_EQ(t.tasks(), 16u);

@@ -321,6 +321,8 @@ class TemplateCore {
   explicit TemplateCore(std::string name) : name_(std::move(name)) {}
   // Runs `body` (recording it the first time when templates are on) or instantiates.
   void run(std::vector<std::byte> params, const std::function<void()>& body);
+  // Runs `body` with each task submitted on its own, as with templates off.
+  void run_untemplated(std::vector<std::byte> params, const std::function<void()>& body);
   void move_tasks(std::span<const std::pair<std::uint32_t, int>> moves);
   int rank_of(std::size_t task) const;
   std::size_t tasks() const noexcept { return tasks_; }
@@ -345,6 +347,12 @@ class Template {
   // running the body; then by one message per rank.
   void instantiate(const P& params) {
     core_->run(to_bytes(params), [&] { body_(params); });
+  }
+  // Runs the block by running its body, every task submitted on its own (what
+  // --brisk-templates=off does), whether or not the template is installed: the
+  // untemplated side of a comparison in one run.
+  void run_untemplated(const P& params) {
+    core_->run_untemplated(to_bytes(params), [&] { body_(params); });
   }
   // Edit: task i (its index in the block) moves to rank r, for each (i, r). Only the
   // entries concerned change; no reinstall. Needs an installed template.

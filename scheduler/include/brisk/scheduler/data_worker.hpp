@@ -94,6 +94,8 @@ class DataWorker {
   void report_failure(const char* function, const std::string& message) noexcept;
   void finish_syncs() noexcept;
 
+  static constexpr std::size_t kInlineRecvBytes = 1 << 20;
+
   int rank_;
   detail::Executor& executor_;
   Send send_;
