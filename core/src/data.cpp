@@ -160,12 +160,17 @@ std::uint64_t DataSetBase::version(std::size_t p) const {
   return detail::require_data_plane("brisk::DataSet::version").version(id_, static_cast<std::uint32_t>(p));
 }
 
-std::vector<std::byte> DataSetBase::fetch_bytes(std::size_t p) const {
+std::uint64_t DataSetBase::fetch_start(std::size_t p) const {
   if (p >= partitions()) {
     throw Error(fmt::format("brisk::DataSet '{}': fetch of partition {}, which is out of range (it has {})", name(), p,
                             partitions()));
   }
-  return detail::require_data_plane("brisk::DataSet::fetch").fetch(id_, static_cast<std::uint32_t>(p));
+  return detail::require_data_plane("brisk::DataSet::fetch").fetch_start(id_, static_cast<std::uint32_t>(p));
+}
+
+std::vector<std::byte> DataSetBase::fetch_bytes(std::size_t p) const {
+  const std::uint64_t key = fetch_start(p);
+  return detail::require_data_plane("brisk::DataSet::fetch").fetch_wait(key);
 }
 
 void DataTask::check(std::size_t i, const detail::DataTypeOps* want, bool writing, const char* wanted) const {

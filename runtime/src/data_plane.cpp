@@ -71,8 +71,11 @@ void RuntimeDataPlane::move_tasks(std::uint32_t tmpl, std::span<const std::pair<
 int RuntimeDataPlane::task_rank(std::uint32_t tmpl, std::uint32_t task) const {
   return controller("brisk::Template::rank_of").task_rank(tmpl, task);
 }
-std::vector<std::byte> RuntimeDataPlane::fetch(std::uint32_t dataset, std::uint32_t part) {
-  return controller("brisk::DataSet::fetch").fetch(dataset, part);
+std::uint64_t RuntimeDataPlane::fetch_start(std::uint32_t dataset, std::uint32_t part) {
+  return controller("brisk::DataSet::fetch").fetch_start(dataset, part);
+}
+std::vector<std::byte> RuntimeDataPlane::fetch_wait(std::uint64_t key) {
+  return controller("brisk::DataFuture::get").fetch_wait(key);
 }
 void RuntimeDataPlane::sync() { controller("brisk::data_sync").sync(); }
 void RuntimeDataPlane::flush() { controller("brisk::data_task").flush(); }

@@ -218,6 +218,7 @@ bool DataController::handle(int from, std::span<const std::byte> message) {
       case DataMessage::kFetched: {
         std::uint64_t key = 0;
         r(key);
+        if (forgotten_.erase(key) != 0) break;
         std::vector<std::byte> data(r.remaining());
         r.read_bytes(data.data(), data.size());
         fetched_[key] = std::move(data);
@@ -275,7 +276,7 @@ void DataController::wait_until(const std::function<bool()>& done) {
   }
 }
 
-std::vector<std::byte> DataController::fetch(std::uint32_t dataset, std::uint32_t part) {
+std::uint64_t DataController::fetch_start(std::uint32_t dataset, std::uint32_t part) {
   const std::uint32_t slot = slot_of({dataset, part, DataMode::kRead});
   const int src = pick_source(slot);
   DataCommand d;
@@ -286,6 +287,15 @@ std::vector<std::byte> DataController::fetch(std::uint32_t dataset, std::uint32_
   const std::uint64_t key = d.key;
   push(src, std::move(d));
   flush();
+  return key;
+}
+
+void DataController::fetch_forget(std::uint64_t key) noexcept {
+  std::lock_guard lock(reply_mutex_);
+  if (fetched_.erase(key) == 0) forgotten_.insert(key);
+}
+
+std::vector<std::byte> DataController::fetch_wait(std::uint64_t key) {
   wait_until([&] { return fetched_.count(key) != 0; });
   std::lock_guard lock(reply_mutex_);
   auto node = fetched_.extract(key);

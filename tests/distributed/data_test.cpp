@@ -168,6 +168,23 @@ TEST(Data, WritesAndReadsFollowProgramOrderAcrossRanks) {
   EXPECT_EQ(log.version(0), 12u);
 }
 
+TEST(Data, FetchAsyncReturnsTheVersionOfItsCall) {
+  brisk::DataSet<std::vector<int>> log("asynclog", 1);
+  std::vector<brisk::DataFuture<std::vector<int>>> seen;
+  for (int i = 0; i < 6; ++i) {
+    brisk::data_task(append).updates(log, 0).args(i).on(i % ranks()).submit();
+    seen.push_back(log.fetch_async(0));
+  }
+  brisk::DataFuture<std::vector<int>> dropped = log.fetch_async(0);  // never read: forgotten
+  for (int i = 0; i < 6; ++i) {
+    std::vector<int> want(static_cast<std::size_t>(i) + 1);
+    std::iota(want.begin(), want.end(), 0);
+    EXPECT_EQ(seen[static_cast<std::size_t>(i)].get(), want);
+    EXPECT_FALSE(seen[static_cast<std::size_t>(i)].valid());
+  }
+  EXPECT_THROW(seen[0].get(), brisk::Error);
+}
+
 TEST(Data, TemplateEqualsUntemplatedRun) {
   Grid plain("plain", 8, 2);
   Grid tmpl("tmpl", 8, 2);

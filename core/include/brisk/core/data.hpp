@@ -47,6 +47,7 @@
 #include <utility>
 #include <vector>
 
+#include "brisk/core/detail/context.hpp"
 #include "brisk/core/error.hpp"
 #include "brisk/core/function_registry.hpp"
 #include "brisk/core/ids.hpp"
@@ -147,8 +148,14 @@ class DataPlane {
   // Edits a template: task i moves to rank r, for each (i, r).
   virtual void move_tasks(std::uint32_t tmpl, std::span<const std::pair<std::uint32_t, int>> moves) = 0;
   virtual int task_rank(std::uint32_t tmpl, std::uint32_t task) const = 0;
-  // The serialized latest version of a partition (waits for it). Throws on a failed task.
-  virtual std::vector<std::byte> fetch(std::uint32_t dataset, std::uint32_t part) = 0;
+  // Asks for the partition's version as of now (later writes do not change what
+  // comes back); a key for fetch_wait.
+  virtual std::uint64_t fetch_start(std::uint32_t dataset, std::uint32_t part) = 0;
+  // The serialized value asked for with fetch_start (waits for it). Throws on a
+  // failed task.
+  virtual std::vector<std::byte> fetch_wait(std::uint64_t key) = 0;
+  // The value asked for with fetch_start is not wanted any more.
+  virtual void fetch_forget(std::uint64_t key) noexcept = 0;
   // Waits until every command issued so far has run on every rank. Throws on a failed task.
   virtual void sync() = 0;
   // Sends the commands issued so far (the end of an untemplated block).
@@ -213,11 +220,44 @@ class DataSetBase {
   DataSetBase(const std::string& name, std::size_t partitions, const Placement& placement,
               const detail::DataTypeOps* type);
   std::vector<std::byte> fetch_bytes(std::size_t p) const;
+  std::uint64_t fetch_start(std::size_t p) const;
 
  private:
   std::uint32_t id_ = 0;
   std::shared_ptr<const std::string> name_;
   std::shared_ptr<const std::vector<int>> homes_;
+};
+
+// DataFuture<T>: a partition's value as of the fetch_async call, on its way to the
+// driver. get() waits for it (once).
+template <class T>
+class DataFuture {
+ public:
+  DataFuture() = default;
+  explicit DataFuture(std::uint64_t key) : key_(key) {}
+  DataFuture(DataFuture&& o) noexcept : key_(std::exchange(o.key_, 0)) {}
+  DataFuture& operator=(DataFuture&& o) noexcept {
+    if (this != &o) {
+      forget();
+      key_ = std::exchange(o.key_, 0);
+    }
+    return *this;
+  }
+  ~DataFuture() { forget(); }
+  bool valid() const noexcept { return key_ != 0; }
+  T get() {
+    if (!valid()) throw Error("brisk::DataFuture::get: no value (default-constructed or already taken)");
+    const std::uint64_t key = std::exchange(key_, 0);
+    return from_bytes<T>(detail::require_data_plane("brisk::DataFuture::get").fetch_wait(key));
+  }
+
+ private:
+  void forget() noexcept {
+    if (key_ == 0) return;
+    if (detail::RuntimeContext* ctx = detail::context(); ctx && ctx->data) ctx->data->fetch_forget(key_);
+    key_ = 0;
+  }
+  std::uint64_t key_ = 0;
 };
 
 // DataSet<T>: T must be default-constructible and serializable (serialize.hpp).
@@ -229,6 +269,10 @@ class DataSet : public DataSetBase {
       : DataSetBase(name, partitions, placement, detail::DataTypeRegistration<T>::ops) {}
   // A copy of partition p's latest version, on the driver (waits for it).
   T fetch(std::size_t p) const { return from_bytes<T>(fetch_bytes(p)); }
+  // Partition p as of now, without waiting: data tasks submitted later (for example
+  // the next instantiation of a template, issued ahead of a branch) do not change
+  // what get() returns. Lets the driver keep the ranks busy while it decides.
+  DataFuture<T> fetch_async(std::size_t p) const { return DataFuture<T>(fetch_start(p)); }
 };
 
 // What a data task's function sees.

@@ -35,7 +35,11 @@ class RuntimeDataPlane final : public detail::DataPlane {
   void instantiate(std::uint32_t tmpl, std::vector<std::byte> params) override;
   void move_tasks(std::uint32_t tmpl, std::span<const std::pair<std::uint32_t, int>> moves) override;
   int task_rank(std::uint32_t tmpl, std::uint32_t task) const override;
-  std::vector<std::byte> fetch(std::uint32_t dataset, std::uint32_t part) override;
+  std::uint64_t fetch_start(std::uint32_t dataset, std::uint32_t part) override;
+  std::vector<std::byte> fetch_wait(std::uint64_t key) override;
+  void fetch_forget(std::uint64_t key) noexcept override {
+    if (controller_) controller_->fetch_forget(key);
+  }
   void sync() override;
   void flush() override;
   std::uint64_t version(std::uint32_t dataset, std::uint32_t part) const override;

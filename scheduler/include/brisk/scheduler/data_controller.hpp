@@ -36,6 +36,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "brisk/core/data.hpp"
@@ -56,7 +57,9 @@ class DataController {
   void instantiate(std::uint32_t tmpl, std::vector<std::byte> params);
   void move_tasks(std::uint32_t tmpl, std::span<const std::pair<std::uint32_t, int>> moves);
   int task_rank(std::uint32_t tmpl, std::uint32_t task) const;
-  std::vector<std::byte> fetch(std::uint32_t dataset, std::uint32_t part);
+  std::uint64_t fetch_start(std::uint32_t dataset, std::uint32_t part);
+  std::vector<std::byte> fetch_wait(std::uint64_t key);
+  void fetch_forget(std::uint64_t key) noexcept;
   void sync();
   std::uint64_t version(std::uint32_t dataset, std::uint32_t part) const;
   // Sends the commands batched so far.
@@ -169,6 +172,7 @@ class DataController {
   mutable std::mutex reply_mutex_;
   std::condition_variable reply_cv_;
   std::unordered_map<std::uint64_t, std::vector<std::byte>> fetched_;
+  std::unordered_set<std::uint64_t> forgotten_;  // fetches nobody waits for: dropped on arrival
   std::unordered_map<std::uint64_t, int> sync_replies_;
   std::shared_ptr<const ErrorInfo> failure_;
 };
