@@ -36,6 +36,13 @@ using Vec = std::vector<double>;
 void touch(brisk::DataTask&) {}
 BRISK_DATA_TASK(touch);
 
+// own = other + 1 (a counter passed between two ranks).
+void bump(brisk::DataTask& t) {
+  const auto& other = t.read<std::vector<double>>(1);
+  t.write<std::vector<double>>(0).assign(1, (other.empty() ? 0.0 : other[0]) + 1);
+}
+BRISK_DATA_TASK(bump);
+
 // Writes this rank's worker counters into partition 0 of the stats set.
 void report(brisk::DataTask& t) {
   const auto s = brisk::data_stats();
@@ -188,6 +195,27 @@ int main(int argc, char** argv) {
           "\"worker_us_per_edited_command_max\":%.3f,\"nimbus_us\":41,\"floor_us\":10}\n",
           ranks, edits, static_cast<double>(c1.controller_edit_ns - c0.controller_edit_ns) / 1e3 / edits,
           max_per_item(w0, w1, 4, 5) / 1e3);
+    }
+    // Hop: a counter passed back and forth between ranks 0 and 1, one task per
+    // pass, each reading the partition the other rank just wrote (one copy each).
+    if (ranks > 1) {
+      brisk::DataSet<Vec> ball("ball", 2, brisk::Placement::on({0, 1}));
+      brisk::data_task(bump).writes(ball, 0).reads(ball, 1).submit();
+      auto pass = brisk::record<int>("pass", [&](const int&) {
+        for (int k = 0; k < 50; ++k) {
+          brisk::data_task(bump).writes(ball, 1).reads(ball, 0).submit();
+          brisk::data_task(bump).writes(ball, 0).reads(ball, 1).submit();
+        }
+      });
+      pass.instantiate(0);
+      brisk::data_sync();
+      const int rounds = 20;
+      const auto h0 = Clock::now();
+      for (int k = 0; k < rounds; ++k) pass.instantiate(0);
+      const double got = ball.fetch(0).at(0);
+      const auto h1 = Clock::now();
+      std::printf("{\"benchmark\":\"data_hop\",\"ranks\":%d,\"hops\":%d,\"us_per_hop\":%.2f,\"check\":%.0f}\n", ranks,
+                  rounds * 100, seconds(h1 - h0) * 1e6 / (rounds * 100), got);
     }
     std::fflush(stdout);
     return 0;

@@ -410,11 +410,17 @@ void Cluster::progress_main() {
     // while this rank's one-sided reads are in flight or it holds bytes that others
     // may read: here (Open MPI 4.1 over shared memory, UCX over TCP) a get moves
     // only as both the reader and the holder poll.
-    if (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0 ||
-        exported_.load(std::memory_order_relaxed) > 0) {
+    // While every worker of this rank runs a task, the core belongs to them: the
+    // scheduler shares a core between a yielding thread and a running one, so a
+    // yielding progress thread would take about half of a worker's time. Sleep
+    // briefly instead; a worker that runs out of work polls the transport itself.
+    const bool workers_busy = local_.running() >= local_.workers();
+    if (!workers_busy && (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0 ||
+                          exported_.load(std::memory_order_relaxed) > 0)) {
       sched_yield();
       continue;
     }
+    if (workers_busy) nap = std::min<std::chrono::microseconds>(nap, std::chrono::microseconds(100));
     // Idle: short sleeps, growing to 1 ms; a poster with deferred work wakes us.
     progress_sleeping_.store(1, std::memory_order_seq_cst);
     if (!deferred_.load(std::memory_order_seq_cst)) detail::futex_wait(&progress_sleeping_, 1, nap);

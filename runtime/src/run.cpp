@@ -216,6 +216,11 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     data = std::make_unique<RuntimeDataPlane>(rank, size, node.scheduler(), nullptr, node.events(), options.templates);
   }
   node.context().data = data.get();
+  // Workers with data commands in flight wait for copies from other ranks: they spin
+  // on through such waits (up to 20 ms) instead of sleeping into each arrival.
+  if (size > 1 && options.idle == IdleMode::kBackoff) {
+    node.scheduler().set_work_hint(&data->worker().outstanding_counter(), std::chrono::milliseconds(20));
+  }
 
   // Checkpoints: every rank duplicates the communicator now (collectively); rank 0
   // restores the driver's values when asked to.
@@ -282,6 +287,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     }
   }
   exit_code = mpi->agree_exit_code(exit_code);
+  node.scheduler().set_work_hint(nullptr, {});
   node.shutdown();
   node.context().data = nullptr;
   if (cluster) {

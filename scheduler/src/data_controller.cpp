@@ -250,7 +250,9 @@ bool DataController::handle(int from, std::span<const std::byte> message) {
 }
 
 void DataController::wait_until(const std::function<bool()>& done) {
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+  // The driver often shares a core with a worker: it polls once and then sleeps
+  // until a reply is handled (by the progress thread or a worker).
+  if (poll_) poll_();
   std::unique_lock lock(reply_mutex_);
   for (;;) {
     if (failure_) {
@@ -261,18 +263,7 @@ void DataController::wait_until(const std::function<bool()>& done) {
       throw TaskError(std::move(f));
     }
     if (done()) return;
-    if (std::chrono::steady_clock::now() < spin_until) {
-      lock.unlock();
-      if (!poll_ || poll_() == 0) std::this_thread::yield();
-      lock.lock();
-    } else {
-      reply_cv_.wait_for(lock, std::chrono::microseconds(500));
-      if (poll_) {
-        lock.unlock();
-        poll_();
-        lock.lock();
-      }
-    }
+    reply_cv_.wait_for(lock, std::chrono::milliseconds(1));
   }
 }
 

@@ -487,6 +487,7 @@ void DataWorker::ready(Node* node) noexcept {
 void DataWorker::execute(Node* node) noexcept {
   const Entry& e = *node->entry;
   const DataCommand& c = e.cmd;
+  if (events_) events_->record(EventKind::kStart, node->id.lo, e.name);
   try {
     switch (c.kind) {
       case DataCommand::kCompute: {
@@ -503,9 +504,7 @@ void DataWorker::execute(Node* node) noexcept {
         }
         for (std::size_t i = 0; i < e.instances.size(); ++i) v[i] = e.instances[i]->value;
         DataTask task(node->id, rank_, e.name, c.accesses, {v, e.instances.size()}, e.types, c.args, node->params);
-        if (events_) events_->record(EventKind::kStart, node->id.lo, e.name);
         e.function(task);
-        if (events_) events_->record(EventKind::kEnd, node->id.lo, e.name);
         tasks_run_.fetch_add(1, std::memory_order_relaxed);
         break;
       }
@@ -530,6 +529,7 @@ void DataWorker::execute(Node* node) noexcept {
   } catch (...) {
     report_failure(e.name, "an unknown exception");
   }
+  if (events_) events_->record(EventKind::kEnd, node->id.lo, e.name);
   complete(node);
 }
 

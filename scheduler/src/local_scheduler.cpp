@@ -309,6 +309,8 @@ void LocalScheduler::idle(Worker* w) noexcept {
     spinners_.fetch_add(1, std::memory_order_seq_cst);
     const bool forever = config_.idle == IdleMode::kSpin;
     const Clock::time_point deadline = Clock::now() + config_.spin;
+    const Clock::time_point hint_deadline =
+        Clock::now() + std::chrono::nanoseconds(hint_spin_ns_.load(std::memory_order_relaxed));
     // In a multi-rank job a spinning worker also polls the transport: a task that
     // arrives is then taken by a thread that is awake (and pushed on its own deque).
     detail::RuntimeContext* ctx = detail::context();
@@ -323,7 +325,11 @@ void LocalScheduler::idle(Worker* w) noexcept {
         // A poll may take long (an MPI call yields the core when it finds nothing),
         // so the time is checked at every poll.
         if (net && net->poll() > 0) continue;
-        if (!forever && Clock::now() >= deadline) break;
+        if (!forever && Clock::now() >= deadline) {
+          // Work on its way: spin on (bounded) rather than sleep through its arrival.
+          const std::atomic<std::int64_t>* hint = work_hint_.load(std::memory_order_acquire);
+          if (!hint || hint->load(std::memory_order_relaxed) <= 0 || Clock::now() >= hint_deadline) break;
+        }
       }
       if ((i & 255) == 0) {
         sched_yield();

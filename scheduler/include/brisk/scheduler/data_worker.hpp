@@ -58,6 +58,7 @@ class DataWorker {
   void add_stats(detail::DataPlaneStats& s) const;
   // Commands received and not finished.
   std::int64_t outstanding() const noexcept { return outstanding_.load(std::memory_order_acquire); }
+  const std::atomic<std::int64_t>& outstanding_counter() const noexcept { return outstanding_; }
   std::uint64_t malformed() const noexcept { return malformed_.load(std::memory_order_relaxed); }
 
  private:

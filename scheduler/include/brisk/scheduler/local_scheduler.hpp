@@ -79,6 +79,16 @@ class LocalScheduler final : public detail::Executor {
   void block_end() noexcept override;
   int current_worker() const noexcept override;
 
+  // Idle workers keep spinning past the spin time, up to `max_spin` in all, while
+  // *expected > 0: more work is known to be on its way (data commands that wait for
+  // copies from other ranks), and a sleeping worker would add a wake-up to each
+  // arrival. nullptr turns it off. Any time; `expected` must outlive the workers
+  // (or the hint be turned off first).
+  void set_work_hint(const std::atomic<std::int64_t>* expected, std::chrono::nanoseconds max_spin) noexcept {
+    hint_spin_ns_.store(max_spin.count(), std::memory_order_relaxed);
+    work_hint_.store(expected, std::memory_order_release);
+  }
+
   LocalSchedulerStats stats() const;
   // Tasks submitted and not yet started (queued, or waiting for resources).
   std::int64_t queued() const noexcept { return queued_.load(std::memory_order_relaxed); }
@@ -156,6 +166,8 @@ class LocalScheduler final : public detail::Executor {
 
   bool started_ = false;
   bool shut_down_ = false;
+  std::atomic<const std::atomic<std::int64_t>*> work_hint_{nullptr};
+  std::atomic<std::int64_t> hint_spin_ns_{0};
 };
 
 }  // namespace brisk
