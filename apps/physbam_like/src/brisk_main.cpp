@@ -40,6 +40,7 @@
 
 #include "brisk/brisk.hpp"
 #include "physbam_like/block.hpp"
+#include "physbam_like/cli.hpp"
 #include "physbam_like/driver.hpp"
 #include "physbam_like/geometry.hpp"
 #include "physbam_like/halo.hpp"
@@ -552,47 +553,11 @@ class Simulation {
   brisk::Template<int> summary_;
 };
 
-// "N" or "NX,NY,NZ" with positive integers.
-std::array<int, 3> parse_triple(const std::string& option, const std::string& text) {
-  std::vector<int> v;
-  std::stringstream ss(text);
-  for (std::string part; std::getline(ss, part, ',');) {
-    std::size_t used = 0;
-    int x = 0;
-    try {
-      x = std::stoi(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != part.size() || x <= 0) {
-      throw std::invalid_argument(option + " '" + text + "': expected N or NX,NY,NZ with positive integers");
-    }
-    v.push_back(x);
-  }
-  if (v.size() == 1) return {v[0], v[0], v[0]};
-  if (v.size() == 3) return {v[0], v[1], v[2]};
-  throw std::invalid_argument(option + " '" + text + "': expected N or NX,NY,NZ with positive integers");
-}
-
 int drive() {
-  pl::Params params;
-  std::string grid = "32", blocks = "2", out;
-  bool json = false, quiet = false;
+  pl::RunOptions opts;
   CLI::App app{"physbam_brisk: the physbam-like smoke simulation on brisk data objects, with execution templates "
                "(--brisk-templates=off: without)"};
-  app.add_option("--grid", grid, "cells: N or NX,NY,NZ")->capture_default_str();
-  app.add_option("--blocks", blocks, "blocks per axis: B or BX,BY,BZ")->capture_default_str();
-  app.add_option("--frames", params.frames, "frames to simulate")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--frame-dt", params.frame_dt, "simulated time per frame")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--cfl", params.cfl, "cells a value may travel per substep, at most 2")->capture_default_str()
-      ->check(CLI::Range(0.0, pl::kMaxCfl));
-  app.add_option("--tol", params.tol, "CG relative residual tolerance")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  app.add_option("--max-cg", params.max_cg, "CG iteration cap per solve")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--buoyancy", params.buoyancy, "upward acceleration per unit density")->capture_default_str();
-  app.add_option("--out", out, "directory for fields.h5 (every frame) and density.png (last frame); empty: none")
-      ->capture_default_str();
-  app.add_flag("--json", json, "print one JSON line with the timings at the end");
-  app.add_flag("--quiet", quiet, "no progress lines on stderr");
+  pl::add_run_options(app, opts);
   std::vector<std::string> args = brisk::program_args();
   std::vector<const char*> cargs;
   for (const auto& s : args) cargs.push_back(s.c_str());
@@ -601,22 +566,16 @@ int drive() {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  std::array<int, 3> n{}, b{};
+  std::optional<pl::Geometry> geometry;
   try {
-    n = parse_triple("--grid", grid);
-    b = parse_triple("--blocks", blocks);
-    pl::validate(params);
+    geometry.emplace(pl::make_geometry(opts));
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "physbam_brisk: %s\n", e.what());
     return 2;
   }
-  std::optional<pl::Geometry> geometry;
-  try {
-    geometry.emplace(n[0], n[1], n[2], b[0], b[1], b[2]);
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "physbam_brisk: --grid %s with --blocks %s: %s\n", grid.c_str(), blocks.c_str(), e.what());
-    return 2;
-  }
+  const pl::Params& params = opts.params;
+  const std::string& out = opts.out;
+  const bool json = opts.json, quiet = opts.quiet;
   const pl::Geometry& g = *geometry;
   if (!out.empty()) {
     std::error_code ec;
@@ -659,25 +618,12 @@ int drive() {
     }
   }
   if (json) {
-    double total = 0;
-    for (double x : frame_seconds) total += x;
-    std::vector<double> sorted = frame_seconds;
-    std::sort(sorted.begin(), sorted.end());
-    const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-    std::string per_frame;
-    for (std::size_t i = 0; i < frame_seconds.size(); ++i) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%s%.6f", i ? "," : "", frame_seconds[i]);
-      per_frame += buf;
-    }
     const auto st = brisk::data_stats();
-    std::printf("{\"name\":\"physbam_brisk\",\"templates\":%s,\"ranks\":%d,\"grid\":[%d,%d,%d],\"blocks\":[%d,%d,%d],"
-                "\"frames\":%d,\"seconds\":%.6f,\"seconds_per_frame\":[%s],\"median_frame_seconds\":%.6f,"
-                "\"substeps\":%lld,\"cg_iterations\":%lld,\"tasks_per_cg_iteration\":%zu,\"instantiations\":%llu,"
-                "\"unit\":\"s\"}\n",
-                templates ? "true" : "false", brisk::size(), g.nx(), g.ny(), g.nz(), g.blocks(0), g.blocks(1),
-                g.blocks(2), params.frames, total, per_frame.c_str(), median, substeps_total, cg_total,
-                sim.tasks_per_cg_iteration(), static_cast<unsigned long long>(st.instantiations));
+    const std::string head = std::string("\"templates\":") + (templates ? "true," : "false,");
+    const std::string tail = "\"tasks_per_cg_iteration\":" + std::to_string(sim.tasks_per_cg_iteration()) +
+                             ",\"instantiations\":" + std::to_string(st.instantiations) + ",";
+    std::printf("%s\n", pl::timing_json("physbam_brisk", head, brisk::size(), g, frame_seconds, substeps_total, cg_total,
+                                        tail).c_str());
   }
   return 0;
 }

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "physbam_like/block.hpp"
+#include "physbam_like/cli.hpp"
 #include "physbam_like/driver.hpp"
 #include "physbam_like/geometry.hpp"
 #include "physbam_like/halo.hpp"
@@ -190,28 +191,6 @@ class MpiBlocks {
 
 static_assert(pl::Executor<MpiBlocks>);
 
-// "N" or "NX,NY,NZ" with positive integers.
-std::array<int, 3> parse_triple(const std::string& option, const std::string& text) {
-  std::vector<int> v;
-  std::stringstream ss(text);
-  for (std::string part; std::getline(ss, part, ',');) {
-    std::size_t used = 0;
-    int x = 0;
-    try {
-      x = std::stoi(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != part.size() || x <= 0) {
-      throw std::invalid_argument(option + " '" + text + "': expected N or NX,NY,NZ with positive integers");
-    }
-    v.push_back(x);
-  }
-  if (v.size() == 1) return {v[0], v[0], v[0]};
-  if (v.size() == 3) return {v[0], v[1], v[2]};
-  throw std::invalid_argument(option + " '" + text + "': expected N or NX,NY,NZ with positive integers");
-}
-
 struct NullBuffer : std::streambuf {
   int overflow(int c) override { return c; }
 };
@@ -221,24 +200,10 @@ int run(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
 
-  pl::Params params;
-  std::string grid = "32", blocks = "2", out;
-  bool json = false, quiet = false;
+  pl::RunOptions opts;
   CLI::App app{"physbam_mpi: a PhysBAM-style smoke simulation (advection, buoyancy, PCG pressure projection) on "
                "hand-written MPI"};
-  app.add_option("--grid", grid, "cells: N or NX,NY,NZ")->capture_default_str();
-  app.add_option("--blocks", blocks, "blocks per axis: B or BX,BY,BZ")->capture_default_str();
-  app.add_option("--frames", params.frames, "frames to simulate")->capture_default_str()->check(CLI::NonNegativeNumber);
-  app.add_option("--frame-dt", params.frame_dt, "simulated time per frame")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--cfl", params.cfl, "cells a value may travel per substep, at most 2")->capture_default_str()
-      ->check(CLI::Range(0.0, pl::kMaxCfl));
-  app.add_option("--tol", params.tol, "CG relative residual tolerance")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  app.add_option("--max-cg", params.max_cg, "CG iteration cap per solve")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--buoyancy", params.buoyancy, "upward acceleration per unit density")->capture_default_str();
-  app.add_option("--out", out, "directory for fields.h5 (every frame) and density.png (last frame); empty: none")
-      ->capture_default_str();
-  app.add_flag("--json", json, "print one JSON line with the timings at the end");
-  app.add_flag("--quiet", quiet, "no progress lines on stderr");
+  pl::add_run_options(app, opts);
   NullBuffer null_buffer;
   std::ostream null_stream(&null_buffer);
   try {
@@ -247,22 +212,16 @@ int run(int argc, char** argv) {
     return rank == 0 ? app.exit(e) : app.exit(e, null_stream, null_stream);
   }
 
-  std::array<int, 3> n{}, b{};
+  std::optional<pl::Geometry> geometry;
   try {
-    n = parse_triple("--grid", grid);
-    b = parse_triple("--blocks", blocks);
-    pl::validate(params);
+    geometry.emplace(pl::make_geometry(opts));
   } catch (const std::invalid_argument& e) {
     if (rank == 0) std::fprintf(stderr, "physbam_mpi: %s\n", e.what());
     return 2;
   }
-  std::optional<pl::Geometry> geometry;
-  try {
-    geometry.emplace(n[0], n[1], n[2], b[0], b[1], b[2]);
-  } catch (const std::invalid_argument& e) {
-    if (rank == 0) std::fprintf(stderr, "physbam_mpi: --grid %s with --blocks %s: %s\n", grid.c_str(), blocks.c_str(), e.what());
-    return 2;
-  }
+  const pl::Params& params = opts.params;
+  const std::string& out = opts.out;
+  const bool json = opts.json, quiet = opts.quiet;
   const pl::Geometry& g = *geometry;
   if (rank == 0 && !out.empty()) {
     std::error_code ec;
@@ -309,22 +268,7 @@ int run(int argc, char** argv) {
     }
   }
   if (rank == 0 && json) {
-    double total = 0;
-    for (double x : frame_seconds) total += x;
-    std::vector<double> sorted = frame_seconds;
-    std::sort(sorted.begin(), sorted.end());
-    const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-    std::string per_frame;
-    for (std::size_t i = 0; i < frame_seconds.size(); ++i) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%s%.6f", i ? "," : "", frame_seconds[i]);
-      per_frame += buf;
-    }
-    std::printf("{\"name\":\"physbam_mpi\",\"ranks\":%d,\"grid\":[%d,%d,%d],\"blocks\":[%d,%d,%d],\"frames\":%d,"
-                "\"seconds\":%.6f,\"seconds_per_frame\":[%s],\"median_frame_seconds\":%.6f,\"substeps\":%lld,"
-                "\"cg_iterations\":%lld,\"unit\":\"s\"}\n",
-                nranks, g.nx(), g.ny(), g.nz(), g.blocks(0), g.blocks(1), g.blocks(2), params.frames, total,
-                per_frame.c_str(), median, substeps_total, cg_total);
+    std::printf("%s\n", pl::timing_json("physbam_mpi", "", nranks, g, frame_seconds, substeps_total, cg_total, "").c_str());
   }
   return 0;
 }
