@@ -187,6 +187,8 @@ void DataController::flush() {
   if (pending_count_ == 0) return;
   for (int r = 0; r < size_; ++r) {
     Pending& p = pending_[static_cast<std::size_t>(r)];
+    for (auto& e : p.edits) send_to(r, DataMessage::kEdit, e);
+    p.edits.clear();
     if (p.commands.empty()) continue;
     std::vector<std::vector<std::byte>> params;
     params.reserve(p.params.size());
@@ -556,11 +558,13 @@ void DataController::move_tasks(std::uint32_t tmpl, std::span<const std::pair<st
       edits[c.to].added.push_back(copy_command(u, c, false));
     }
   }
-  flush();
+  // The edits travel with the next flush (an instantiation, a fetch or a sync), ahead
+  // of that rank's commands; a template is only read when it is instantiated.
   for (auto& [rank, e] : edits) {
     Writer w;
     w(tmpl, e.removed, e.added);
-    send_to(rank, DataMessage::kEdit, body_of(static_cast<std::uint8_t>(DataMessage::kEdit), w));
+    pending_[static_cast<std::size_t>(rank)].edits.push_back(body_of(static_cast<std::uint8_t>(DataMessage::kEdit), w));
+    ++pending_count_;
   }
   ++epoch_;
   if (last_template_ == tmpl) last_template_ = kNone;

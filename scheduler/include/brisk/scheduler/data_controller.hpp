@@ -126,6 +126,7 @@ class DataController {
   struct Pending {
     std::vector<DataCommand> commands;
     std::vector<std::shared_ptr<const std::vector<std::byte>>> params;
+    std::vector<std::vector<std::byte>> edits;  // kEdit messages, sent before the commands
   };
   static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
 
