@@ -90,9 +90,9 @@ void TemplateCore::run_untemplated(std::vector<std::byte> params, const std::fun
     std::shared_ptr<const std::vector<std::byte>> saved;
     ~Restore() { current_block_params() = std::move(saved); }
   } restore{std::move(saved)};
-  const std::uint64_t before = plane.stats().commands;
+  const std::uint64_t before = plane.submitted();
   body();
-  if (!installed_) tasks_ = static_cast<std::size_t>(plane.stats().commands - before);
+  if (!installed_) tasks_ = static_cast<std::size_t>(plane.submitted() - before);
   plane.flush();
 }
 
@@ -217,7 +217,7 @@ std::size_t DataTaskBuilder::submit() {
   }
   detail::DataPlane& plane = detail::require_data_plane("brisk::data_task");
   plane.submit(std::move(spec_), detail::current_block_params());
-  return static_cast<std::size_t>(plane.stats().commands);
+  return static_cast<std::size_t>(plane.submitted());
 }
 
 void data_sync() { detail::require_data_plane("brisk::data_sync").sync(); }

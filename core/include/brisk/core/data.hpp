@@ -164,6 +164,8 @@ class DataPlane {
   virtual std::uint64_t version(std::uint32_t dataset, std::uint32_t part) const = 0;
   virtual bool templates_enabled() const noexcept = 0;
   virtual DataPlaneStats stats() const = 0;
+  // Data tasks issued so far (untemplated, on the driver).
+  virtual std::uint64_t submitted() const noexcept = 0;
   virtual int size() const noexcept = 0;
 };
 

@@ -45,6 +45,7 @@ class RuntimeDataPlane final : public detail::DataPlane {
   std::uint64_t version(std::uint32_t dataset, std::uint32_t part) const override;
   bool templates_enabled() const noexcept override { return templates_; }
   detail::DataPlaneStats stats() const override;
+  std::uint64_t submitted() const noexcept override { return controller_ ? controller_->submitted() : 0; }
   int size() const noexcept override { return size_; }
 
  private:

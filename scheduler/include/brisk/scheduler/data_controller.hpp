@@ -67,6 +67,7 @@ class DataController {
   // A reply from a rank (kFetched, kSyncDone, kFailed).
   bool handle(int from, std::span<const std::byte> message);
   detail::DataPlaneStats stats() const;
+  std::uint64_t submitted() const noexcept { return stats_.commands; }
   int size() const noexcept { return size_; }
 
   // Ranks holding the latest version of a partition (tests).
