@@ -145,14 +145,14 @@ std::vector<int> Placement::homes(std::size_t n, int size) const {
 }
 
 DataSetBase::DataSetBase(const std::string& name, std::size_t partitions, const Placement& placement,
-                         const detail::DataTypeOps* type) {
+                         const detail::DataTypeOps* type, const DataSetOptions& options) {
   detail::DataPlane& plane = detail::require_data_plane("brisk::DataSet");
   if (partitions == 0) throw Error(fmt::format("brisk::DataSet '{}': a data set needs at least one partition", name));
   if (partitions > 0xFFFFFFFFu) throw Error(fmt::format("brisk::DataSet '{}': too many partitions", name));
   auto homes = placement.homes(partitions, plane.size());
   homes_ = std::make_shared<const std::vector<int>>(homes);
   name_ = std::make_shared<const std::string>(name);
-  id_ = plane.create(name, type, std::move(homes));
+  id_ = plane.create(name, type, std::move(homes), options.checkpoint);
 }
 
 std::uint64_t DataSetBase::version(std::size_t p) const {
@@ -167,6 +167,8 @@ std::uint64_t DataSetBase::fetch_start(std::size_t p) const {
   }
   return detail::require_data_plane("brisk::DataSet::fetch").fetch_start(id_, static_cast<std::uint32_t>(p));
 }
+
+bool DataSetBase::restored() const { return detail::require_data_plane("brisk::DataSet::restored").restored(id_); }
 
 std::vector<std::byte> DataSetBase::fetch_bytes(std::size_t p) const {
   const std::uint64_t key = fetch_start(p);

@@ -1,4 +1,5 @@
 #include "brisk/runtime/checkpoint_service.hpp"
+#include "brisk/scheduler/data_protocol.hpp"
 
 #include <fmt/format.h>
 
@@ -70,6 +71,16 @@ Status RuntimeCheckpoints::restore(const std::string& what) {
     if (!bytes.ok()) return bytes.status();
     restored_[entry.name] = std::move(*bytes);
   }
+  if (auto it = restored_.find(kDataSetsValue); it != restored_.end()) {
+    if (data_.restored) {
+      try {
+        data_.restored(reader->path().string(), it->second);
+      } catch (const std::exception& e) {
+        return invalid_argument(e.what());
+      }
+    }
+    restored_.erase(it);
+  }
   restored_sequence_ = reader->info().sequence;
   next_sequence_ = restored_sequence_ + 1;
   std::fprintf(stderr, "brisk: restored from %s (checkpoint %llu, %zu driver values)\n", reader->path().string().c_str(),
@@ -104,6 +115,10 @@ std::uint64_t RuntimeCheckpoints::write() {
     sequence = next_sequence_++;
     values = pending_;
   }
+  // The data objects: every command done, and each rank told what it writes.
+  if (data_.prepare) {
+    if (auto table = data_.prepare(sequence); !table.empty()) values[kDataSetsValue] = std::move(table);
+  }
   if (announce_) announce_(sequence);
   g_signalled = 0;
   last_ns_.store(now_ns(), std::memory_order_relaxed);
@@ -122,6 +137,11 @@ Status RuntimeCheckpoints::commit(std::uint64_t sequence, std::map<std::string, 
   if (!writer.ok()) return writer.status();
   for (auto& [name, bytes] : values) {
     if (Status s = writer->add_driver_bytes(name, std::move(bytes)); !s.ok()) return s;
+  }
+  if (data_.objects) {
+    for (auto& [name, bytes] : data_.objects(sequence)) {
+      if (Status s = writer->add_object(name, std::move(bytes)); !s.ok()) return s;
+    }
   }
   return writer->commit();
 }

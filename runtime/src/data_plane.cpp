@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "brisk/checkpoint/reader.hpp"
 #include "brisk/runtime/cluster.hpp"
 
 namespace brisk {
@@ -11,6 +12,14 @@ RuntimeDataPlane::RuntimeDataPlane(int rank, int size, detail::Executor& local, 
     : rank_(rank), size_(size), cluster_(cluster), templates_(templates) {
   auto send = [this](int to, std::vector<std::byte> m) { this->send(to, std::move(m)); };
   worker_ = std::make_unique<DataWorker>(rank, local, send, events);
+  // Partitions restored from a checkpoint: every home rank reads its own from the file.
+  worker_->set_restore_loader([](const std::string& file, const std::string& name) {
+    auto reader = CheckpointReader::open(file);
+    if (!reader.ok()) throw Error(reader.status().message());
+    auto bytes = reader->read_object(name);
+    if (!bytes.ok()) throw Error(bytes.status().message());
+    return std::move(*bytes);
+  });
   if (rank == 0) {
     std::function<int()> poll;
     if (cluster_) poll = [c = cluster_] { return c->poll(); };
@@ -22,7 +31,7 @@ RuntimeDataPlane::~RuntimeDataPlane() = default;
 
 void RuntimeDataPlane::send(int to, std::vector<std::byte> message) {
   if (to == rank_) {
-    if (!message.empty() && message[0] >= std::byte{static_cast<std::uint8_t>(DataMessage::kFetched)}) {
+    if (!message.empty() && to_controller(static_cast<std::uint8_t>(message[0]))) {
       receive(rank_, message);
     } else {
       worker_->post(rank_, std::move(message));
@@ -33,8 +42,7 @@ void RuntimeDataPlane::send(int to, std::vector<std::byte> message) {
 }
 
 void RuntimeDataPlane::receive(int from, std::span<const std::byte> payload) {
-  if (!payload.empty() && payload[0] >= std::byte{static_cast<std::uint8_t>(DataMessage::kFetched)} &&
-      payload[0] <= std::byte{kMaxDataMessage}) {
+  if (!payload.empty() && to_controller(static_cast<std::uint8_t>(payload[0]))) {
     if (controller_) {
       controller_->handle(from, payload);
     } else {
@@ -52,9 +60,9 @@ DataController& RuntimeDataPlane::controller(const char* api) const {
 }
 
 std::uint32_t RuntimeDataPlane::create(const std::string& name, const detail::DataTypeOps* type,
-                                       std::vector<int> homes) {
+                                       std::vector<int> homes, bool checkpointed) {
   used_ = true;
-  return controller("brisk::DataSet").create(name, type, std::move(homes));
+  return controller("brisk::DataSet").create(name, type, std::move(homes), checkpointed);
 }
 void RuntimeDataPlane::submit(detail::DataTaskSpec spec, std::shared_ptr<const std::vector<std::byte>> params) {
   controller("brisk::data_task").submit(std::move(spec), std::move(params));
@@ -82,6 +90,17 @@ void RuntimeDataPlane::flush() { controller("brisk::data_task").flush(); }
 std::uint64_t RuntimeDataPlane::version(std::uint32_t dataset, std::uint32_t part) const {
   return controller("brisk::DataSet::version").version(dataset, part);
 }
+std::vector<std::byte> RuntimeDataPlane::prepare_checkpoint(std::uint64_t sequence) {
+  return controller("brisk::checkpoint::now").plan_checkpoint(sequence);
+}
+std::vector<std::pair<std::string, std::vector<std::byte>>> RuntimeDataPlane::checkpoint_objects(
+    std::uint64_t sequence) {
+  return worker_->checkpoint_objects(sequence);
+}
+void RuntimeDataPlane::restore_from(const std::string& file, std::span<const std::byte> table) {
+  controller("--brisk-restore").restore_from(file, table);
+}
+
 detail::DataPlaneStats RuntimeDataPlane::stats() const {
   detail::DataPlaneStats s = controller_ ? controller_->stats() : detail::DataPlaneStats{};
   worker_->add_stats(s);

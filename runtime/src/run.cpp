@@ -230,6 +230,17 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
                                                [c = cluster.get()](std::uint64_t seq) { c->announce_checkpoint(seq); })
                                          : std::function<void(std::uint64_t)>());
   node.context().checkpoints = &checkpoints;
+  {
+    RuntimeCheckpoints::DataHooks hooks;
+    if (rank == 0) {
+      hooks.prepare = [d = data.get()](std::uint64_t seq) { return d->used() ? d->prepare_checkpoint(seq) : std::vector<std::byte>{}; };
+      hooks.restored = [d = data.get()](const std::string& file, std::span<const std::byte> table) {
+        if (!table.empty()) d->restore_from(file, table);
+      };
+    }
+    hooks.objects = [d = data.get()](std::uint64_t seq) { return d->checkpoint_objects(seq); };
+    checkpoints.set_data_hooks(std::move(hooks));
+  }
   bool restore_failed = false;
   if (rank == 0 && !options.restore.empty()) {
     if (Status s = checkpoints.restore(options.restore); !s.ok()) {

@@ -95,7 +95,8 @@ std::uint64_t DataController::version(std::uint32_t dataset, std::uint32_t part)
 // ---------------------------------------------------------------------------
 // Untemplated commands.
 
-std::uint32_t DataController::create(const std::string& name, const detail::DataTypeOps* type, std::vector<int> homes) {
+std::uint32_t DataController::create(const std::string& name, const detail::DataTypeOps* type, std::vector<int> homes,
+                                     bool checkpointed) {
   for (int h : homes) {
     if (h < 0 || h >= size_) throw Error(fmt::format("brisk::DataSet '{}': home rank {} is out of range", name, h));
   }
@@ -103,13 +104,36 @@ std::uint32_t DataController::create(const std::string& name, const detail::Data
   const auto first = static_cast<std::uint32_t>(versions_.size());
   Writer w;
   w(id, type->id, name, std::vector<std::int32_t>(homes.begin(), homes.end()));
-  datasets_.push_back(DataSetInfo{name, type, std::move(homes), first});
+  datasets_.push_back(DataSetInfo{name, type, std::move(homes), first, checkpointed});
   const std::size_t n = datasets_.back().homes.size();
   versions_.resize(first + n, 0);
   holders_.resize((first + n) * words_, 0);
   for (std::size_t p = 0; p < n; ++p) add_holder(first + static_cast<std::uint32_t>(p), datasets_.back().homes[p]);
   flush();
   send_all(DataMessage::kDataSet, body_of(static_cast<std::uint8_t>(DataMessage::kDataSet), w));
+  if (auto it = restorable_.find(name); checkpointed && it != restorable_.end()) {
+    const CheckpointDataSet& saved = it->second;
+    if (saved.type != type->id) {
+      throw Error(fmt::format("brisk::DataSet '{}': the restored checkpoint {} holds it with another element type",
+                              name, restored_file_));
+    }
+    if (saved.versions.size() != n) {
+      throw Error(fmt::format(
+          "brisk::DataSet '{}': the restored checkpoint {} holds it with {} partitions, the program asks for {} "
+          "(scratch data sets that depend on the rank count: DataSetOptions{{.checkpoint = false}})",
+          name, restored_file_, saved.versions.size(), n));
+    }
+    // Each home rank reads its partitions from the file, before any command.
+    for (std::size_t p = 0; p < n; ++p) {
+      if (saved.versions[p] == 0) continue;
+      Writer r;
+      r(id, static_cast<std::uint32_t>(p), restored_file_, checkpoint_object_name(name, static_cast<std::uint32_t>(p)));
+      send_to(datasets_.back().homes[p], DataMessage::kRestore, body_of(static_cast<std::uint8_t>(DataMessage::kRestore), r));
+      versions_[first + p] = saved.versions[p];
+    }
+    datasets_.back().restored = true;
+    restorable_.erase(it);
+  }
   return id;
 }
 
@@ -310,6 +334,46 @@ void DataController::sync() {
 }
 
 detail::DataPlaneStats DataController::stats() const { return stats_; }
+
+std::vector<std::byte> DataController::plan_checkpoint(std::uint64_t sequence) {
+  sync();
+  std::vector<std::vector<CheckpointPart>> plan(static_cast<std::size_t>(size_));
+  std::vector<CheckpointDataSet> table;
+  for (std::uint32_t id = 0; id < datasets_.size(); ++id) {
+    const DataSetInfo& d = datasets_[id];
+    if (!d.checkpointed) continue;
+    CheckpointDataSet entry{d.name, d.type->id, {}};
+    for (std::uint32_t p = 0; p < d.homes.size(); ++p) {
+      const std::uint32_t slot = d.first_slot + p;
+      entry.versions.push_back(versions_[slot]);
+      if (versions_[slot] == 0) continue;  // never written: T{} again on restart
+      plan[static_cast<std::size_t>(pick_source(slot))].push_back(
+          CheckpointPart{id, p, checkpoint_object_name(d.name, p)});
+    }
+    table.push_back(std::move(entry));
+  }
+  for (int r = 0; r < size_; ++r) {
+    Writer w;
+    w(sequence, plan[static_cast<std::size_t>(r)]);
+    send_to(r, DataMessage::kCheckpointPlan, body_of(static_cast<std::uint8_t>(DataMessage::kCheckpointPlan), w));
+  }
+  return to_bytes(table);
+}
+
+void DataController::restore_from(const std::string& file, std::span<const std::byte> table) {
+  std::vector<CheckpointDataSet> sets;
+  try {
+    sets = from_bytes<std::vector<CheckpointDataSet>>(table);
+  } catch (const SerializationError& e) {
+    throw Error(fmt::format("checkpoint {}: its table of data sets does not decode: {}", file, e.what()));
+  }
+  restored_file_ = file;
+  restorable_.clear();
+  for (auto& s : sets) {
+    std::string name = s.name;
+    restorable_[name] = std::move(s);
+  }
+}
 
 // ---------------------------------------------------------------------------
 // Templates.

@@ -130,6 +130,8 @@ bool DataWorker::handle(int from, std::span<const std::byte> message) {
       case DataMessage::kEdit: on_edit(r); break;
       case DataMessage::kCopy: on_copy(r); break;
       case DataMessage::kSync: on_sync(r); break;
+      case DataMessage::kCheckpointPlan: on_checkpoint_plan(r); break;
+      case DataMessage::kRestore: on_restore(r); break;
       default: throw Error(fmt::format("unknown data message kind {}", static_cast<int>(message[0])));
     }
     return true;
@@ -158,7 +160,10 @@ class DataWorker::DrainTask final : public detail::TaskBase {
 };
 
 void DataWorker::post(int from, std::vector<std::byte> message) {
-  if (!message.empty() && message[0] == std::byte{static_cast<std::uint8_t>(DataMessage::kCopy)}) {
+  // Copies and checkpoint plans need no ordering with the commands: handled at once
+  // (a plan must be in place before the checkpoint that follows it is written).
+  if (!message.empty() && (message[0] == std::byte{static_cast<std::uint8_t>(DataMessage::kCopy)} ||
+                           message[0] == std::byte{static_cast<std::uint8_t>(DataMessage::kCheckpointPlan)})) {
     handle(from, message);
     return;
   }
@@ -441,6 +446,50 @@ void DataWorker::on_sync(Reader& r) {
     syncs_.push_back(token);
   }
   if (outstanding_.load(std::memory_order_acquire) == 0) finish_syncs();
+}
+
+void DataWorker::on_checkpoint_plan(Reader& r) {
+  std::uint64_t sequence = 0;
+  std::vector<CheckpointPart> parts;
+  r(sequence, parts);
+  std::lock_guard lock(mutex_);
+  plans_[sequence] = std::move(parts);
+}
+
+std::vector<std::pair<std::string, std::vector<std::byte>>> DataWorker::checkpoint_objects(std::uint64_t sequence) {
+  std::vector<std::pair<std::string, std::vector<std::byte>>> out;
+  std::lock_guard lock(mutex_);
+  auto it = plans_.find(sequence);
+  if (it == plans_.end()) return out;
+  for (const CheckpointPart& p : it->second) {
+    const detail::DataAccess a{p.dataset, p.part, DataMode::kRead};
+    Instance* in = instance(a);
+    Writer w;
+    in->type->write(w, in->value);
+    out.emplace_back(p.name, w.take());
+  }
+  plans_.erase(it);
+  return out;
+}
+
+void DataWorker::on_restore(Reader& r) {
+  std::uint32_t dataset = 0, part = 0;
+  std::string file, name;
+  r(dataset, part, file, name);
+  Instance* in = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    in = instance(detail::DataAccess{dataset, part, DataMode::kRead});
+    if (in->writer || !in->readers.empty()) throw Error(fmt::format("a restore of {} while commands use it", name));
+  }
+  try {
+    if (!restore_loader_) throw Error("this rank cannot read checkpoints");
+    std::vector<std::byte> bytes = restore_loader_(file, name);
+    Reader br(bytes);
+    in->type->read(br, in->value);
+  } catch (const std::exception& e) {
+    report_failure("restore", fmt::format("{} from {}: {}", name, file, e.what()));
+  }
 }
 
 void DataWorker::finish_syncs() noexcept {

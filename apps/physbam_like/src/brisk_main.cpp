@@ -64,6 +64,9 @@ struct Scalars {
 };
 
 using Partial = double;
+// Per-rank data sets are recomputed every step: kept out of checkpoints, so that a
+// run can restart on another number of ranks.
+constexpr brisk::DataSetOptions kScratch{.checkpoint = false};
 using RankPartials = std::vector<double>;  // one slot per block
 using SummaryPart = std::array<double, 3>;  // kinetic energy, divergence squared, mass
 
@@ -323,12 +326,12 @@ class Simulation {
         dq_("physbam.dq", nb(), brisk::Placement::on(homes(g, brisk::size(), 1))),
         rr_("physbam.rr", nb(), brisk::Placement::on(homes(g, brisk::size(), 1))),
         parts_("physbam.summary_parts", nb(), brisk::Placement::on(homes(g, brisk::size(), 1))),
-        rp_umax_("physbam.rp.umax", ranks(), brisk::Placement::cyclic()),
-        rp_bb_("physbam.rp.bb", ranks(), brisk::Placement::cyclic()),
-        rp_rho_("physbam.rp.rho", ranks(), brisk::Placement::cyclic()),
-        rp_dq_("physbam.rp.dq", ranks(), brisk::Placement::cyclic()),
-        rp_rr_("physbam.rp.rr", ranks(), brisk::Placement::cyclic()),
-        scalars_("physbam.scalars", ranks(), brisk::Placement::cyclic()),
+        rp_umax_("physbam.rp.umax", ranks(), brisk::Placement::cyclic(), kScratch),
+        rp_bb_("physbam.rp.bb", ranks(), brisk::Placement::cyclic(), kScratch),
+        rp_rho_("physbam.rp.rho", ranks(), brisk::Placement::cyclic(), kScratch),
+        rp_dq_("physbam.rp.dq", ranks(), brisk::Placement::cyclic(), kScratch),
+        rp_rr_("physbam.rp.rr", ranks(), brisk::Placement::cyclic(), kScratch),
+        scalars_("physbam.scalars", ranks(), brisk::Placement::cyclic(), kScratch),
         total_("physbam.summary", 1, brisk::Placement::on({0})),
         begin_(brisk::record<int>("begin", [this](const int&) { record_begin(); })),
         project_(brisk::record<Dt>("project", [this](const Dt&) { record_project(); })),
@@ -336,6 +339,7 @@ class Simulation {
         finish_(brisk::record<int>("finish", [this](const int&) { record_finish(); })),
         summary_(brisk::record<int>("summary", [this](const int&) { record_summary(); })) {
     for (int b = 0; b < nb_; ++b) blocks_of_[static_cast<std::size_t>(g.home_rank(b, brisk::size()))].push_back(b);
+    if (blocks_.restored()) return;  // the blocks come from a checkpoint
     for (int b = 0; b < nb_; ++b) {
       GeometryArgs a;
       for (int x = 0; x < 3; ++x) {
@@ -558,6 +562,11 @@ int drive() {
   CLI::App app{"physbam_brisk: the physbam-like smoke simulation on brisk data objects, with execution templates "
                "(--brisk-templates=off: without)"};
   pl::add_run_options(app, opts);
+  int checkpoint_frames = 0;
+  app.add_option("--checkpoint-frames", checkpoint_frames,
+                 "write a brisk checkpoint (all data objects) every this many frames; 0: only when asked")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   std::vector<std::string> args = brisk::program_args();
   std::vector<const char*> cargs;
   for (const auto& s : args) cargs.push_back(s.c_str());
@@ -592,10 +601,13 @@ int drive() {
   std::fflush(stdout);
   Simulation sim(g, params);
   brisk::data_sync();
+  // A restarted run (--brisk-restore) resumes after the last frame it checkpointed.
+  const int first_frame = brisk::checkpoint::load<int>("frame").value_or(0) + 1;
+  if (brisk::checkpoint::restored()) std::printf("physbam_brisk: resuming at frame %d\n", first_frame);
   const std::string h5 = out.empty() ? "" : out + "/fields.h5";
   std::vector<double> frame_seconds;
   long long cg_total = 0, substeps_total = 0;
-  for (int f = 1; f <= params.frames; ++f) {
+  for (int f = first_frame; f <= params.frames; ++f) {
     const auto t0 = std::chrono::steady_clock::now();
     const pl::FrameSummary s = sim.frame(f);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -607,6 +619,14 @@ int drive() {
     if (!quiet) {
       std::fprintf(stderr, "physbam_brisk: frame %d/%d done in %.3f s (%d substeps, %d CG iterations)\n", f,
                    params.frames, seconds, s.substeps, s.cg_iterations);
+    }
+    // Checkpoint every --checkpoint-frames frames, and when asked (SIGUSR1, which
+    // Slurm sends before a time limit, or --brisk-checkpoint-every).
+    if ((checkpoint_frames > 0 && f % checkpoint_frames == 0) || brisk::checkpoint::requested()) {
+      brisk::checkpoint::save("frame", f);
+      const auto seq = brisk::checkpoint::now();
+      std::printf("physbam_brisk: checkpoint %llu after frame %d\n", static_cast<unsigned long long>(seq), f);
+      std::fflush(stdout);
     }
     if (!h5.empty()) {
       const std::vector<pl::Block> all = sim.gather();

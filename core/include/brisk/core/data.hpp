@@ -139,7 +139,9 @@ class DataPlane {
  public:
   virtual ~DataPlane() = default;
   // Creates a data set with `homes[p]` the home rank of partition p; its id.
-  virtual std::uint32_t create(const std::string& name, const DataTypeOps* type, std::vector<int> homes) = 0;
+  // `checkpointed`: its partitions go into checkpoints (and come back at a restart).
+  virtual std::uint32_t create(const std::string& name, const DataTypeOps* type, std::vector<int> homes,
+                               bool checkpointed) = 0;
   // One untemplated task; `params` are the enclosing block's parameters (or empty).
   virtual void submit(DataTaskSpec spec, std::shared_ptr<const std::vector<std::byte>> params) = 0;
   // Installs a recorded block; its template id.
@@ -164,6 +166,8 @@ class DataPlane {
   virtual std::uint64_t version(std::uint32_t dataset, std::uint32_t part) const = 0;
   virtual bool templates_enabled() const noexcept = 0;
   virtual DataPlaneStats stats() const = 0;
+  // Whether the data set's partitions came from a restored checkpoint.
+  virtual bool restored(std::uint32_t dataset) const = 0;
   // Data tasks issued so far (untemplated, on the driver).
   virtual std::uint64_t submitted() const noexcept = 0;
   virtual int size() const noexcept = 0;
@@ -208,6 +212,14 @@ class Placement {
   std::vector<int> ranks_;
 };
 
+// How a data set is kept.
+struct DataSetOptions {
+  // Its partitions go into checkpoints and come back at a restart. Off for scratch
+  // data that every step recomputes (for example per-rank partial sums), which can
+  // then differ in shape between the run that wrote a checkpoint and the restart.
+  bool checkpoint = true;
+};
+
 // The untyped part of a DataSet handle (copyable, cheap).
 class DataSetBase {
  public:
@@ -217,10 +229,13 @@ class DataSetBase {
   int home(std::size_t p) const { return homes_->at(p); }
   // Writes of partition p issued so far (its version number).
   std::uint64_t version(std::size_t p) const;
+  // Whether this run restored the data set's partitions (and versions) from a
+  // checkpoint (--brisk-restore): a program then skips what initialised them.
+  bool restored() const;
 
  protected:
   DataSetBase(const std::string& name, std::size_t partitions, const Placement& placement,
-              const detail::DataTypeOps* type);
+              const detail::DataTypeOps* type, const DataSetOptions& options);
   std::vector<std::byte> fetch_bytes(std::size_t p) const;
   std::uint64_t fetch_start(std::size_t p) const;
 
@@ -267,8 +282,9 @@ class DataFuture {
 template <class T>
 class DataSet : public DataSetBase {
  public:
-  DataSet(const std::string& name, std::size_t partitions, const Placement& placement = Placement::blocked())
-      : DataSetBase(name, partitions, placement, detail::DataTypeRegistration<T>::ops) {}
+  DataSet(const std::string& name, std::size_t partitions, const Placement& placement = Placement::blocked(),
+          const DataSetOptions& options = {})
+      : DataSetBase(name, partitions, placement, detail::DataTypeRegistration<T>::ops, options) {}
   // A copy of partition p's latest version, on the driver (waits for it).
   T fetch(std::size_t p) const { return from_bytes<T>(fetch_bytes(p)); }
   // Partition p as of now, without waiting: data tasks submitted later (for example

@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,17 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   // Other ranks: their part of checkpoint `sequence` (collective with write()).
   Status participate(std::uint64_t sequence);
 
+  // Data objects in checkpoints (runtime/data_plane.hpp). `prepare(seq)` runs on rank
+  // 0 before the others are asked and returns a value kept with the checkpoint;
+  // `objects(seq)` gives each rank's objects to write; `restored(file, value)` gets
+  // that value back at a restart.
+  struct DataHooks {
+    std::function<std::vector<std::byte>(std::uint64_t)> prepare;
+    std::function<std::vector<std::pair<std::string, std::vector<std::byte>>>(std::uint64_t)> objects;
+    std::function<void(const std::string&, std::span<const std::byte>)> restored;
+  };
+  void set_data_hooks(DataHooks hooks) { data_ = std::move(hooks); }
+
  private:
   Status commit(std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values);
 
@@ -60,6 +72,7 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   std::uint64_t restored_sequence_ = 0;
   std::uint64_t next_sequence_ = 0;  // 0: not chosen yet
   std::chrono::seconds every_;
+  DataHooks data_;
   std::atomic<std::int64_t> last_ns_;  // steady clock of the last checkpoint (or the start)
 };
 

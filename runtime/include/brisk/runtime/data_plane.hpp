@@ -29,7 +29,8 @@ class RuntimeDataPlane final : public detail::DataPlane {
   bool used() const noexcept { return controller_ && used_; }
   DataWorker& worker() noexcept { return *worker_; }
 
-  std::uint32_t create(const std::string& name, const detail::DataTypeOps* type, std::vector<int> homes) override;
+  std::uint32_t create(const std::string& name, const detail::DataTypeOps* type, std::vector<int> homes,
+                       bool checkpointed) override;
   void submit(detail::DataTaskSpec spec, std::shared_ptr<const std::vector<std::byte>> params) override;
   std::uint32_t install(const std::string& name, std::vector<detail::DataTaskSpec> tasks) override;
   void instantiate(std::uint32_t tmpl, std::vector<std::byte> params) override;
@@ -46,6 +47,15 @@ class RuntimeDataPlane final : public detail::DataPlane {
   bool templates_enabled() const noexcept override { return templates_; }
   detail::DataPlaneStats stats() const override;
   std::uint64_t submitted() const noexcept override { return controller_ ? controller_->submitted() : 0; }
+  bool restored(std::uint32_t dataset) const override { return controller_ && controller_->restored(dataset); }
+
+  // Checkpoints (runtime/checkpoint_service). Rank 0: drain, plan who writes which
+  // partition into checkpoint `sequence`; the data-set table to keep with it.
+  std::vector<std::byte> prepare_checkpoint(std::uint64_t sequence);
+  // Every rank: its partitions for checkpoint `sequence`, as (object name, bytes).
+  std::vector<std::pair<std::string, std::vector<std::byte>>> checkpoint_objects(std::uint64_t sequence);
+  // Rank 0 at restart: the restored checkpoint's data-set table.
+  void restore_from(const std::string& file, std::span<const std::byte> table);
   int size() const noexcept override { return size_; }
 
  private:

@@ -51,7 +51,8 @@ class DataController {
   // `poll` moves messages while the driver waits (may be empty).
   DataController(int size, Send send, std::function<int()> poll = {});
 
-  std::uint32_t create(const std::string& name, const detail::DataTypeOps* type, std::vector<int> homes);
+  std::uint32_t create(const std::string& name, const detail::DataTypeOps* type, std::vector<int> homes,
+                       bool checkpointed = true);
   void submit(detail::DataTaskSpec spec, std::shared_ptr<const std::vector<std::byte>> params);
   std::uint32_t install(const std::string& name, std::vector<detail::DataTaskSpec> tasks);
   void instantiate(std::uint32_t tmpl, std::vector<std::byte> params);
@@ -70,6 +71,18 @@ class DataController {
   std::uint64_t submitted() const noexcept { return stats_.commands; }
   int size() const noexcept { return size_; }
 
+  // Checkpoints. Waits for every command, then tells each rank (kCheckpointPlan)
+  // which partitions it writes into checkpoint `sequence`: every partition ever
+  // written, by one rank that holds its latest version. Returns the data-set table
+  // the checkpoint keeps as its kDataSetsValue driver value.
+  std::vector<std::byte> plan_checkpoint(std::uint64_t sequence);
+  // Restart: the data sets of the restored checkpoint `file` (its kDataSetsValue).
+  // A data set created later under one of these names gets the partitions back (its
+  // home ranks read them from the file) and its versions. Throws on a bad table.
+  void restore_from(const std::string& file, std::span<const std::byte> table);
+  // Whether data set `id` got its partitions from a checkpoint.
+  bool restored(std::uint32_t id) const { return id < datasets_.size() && datasets_[id].restored; }
+
   // Ranks holding the latest version of a partition (tests).
   std::vector<int> holders(std::uint32_t dataset, std::uint32_t part) const;
 
@@ -79,6 +92,8 @@ class DataController {
     const detail::DataTypeOps* type;
     std::vector<int> homes;
     std::uint32_t first_slot;
+    bool checkpointed = true;
+    bool restored = false;
   };
   struct Copy {
     std::uint64_t id;
@@ -169,6 +184,10 @@ class DataController {
   std::uint64_t next_token_ = 1;
 
   detail::DataPlaneStats stats_;
+
+  // The restored checkpoint's data sets, by name (consumed by create).
+  std::string restored_file_;
+  std::unordered_map<std::string, CheckpointDataSet> restorable_;
 
   // Replies.
   mutable std::mutex reply_mutex_;

@@ -22,10 +22,15 @@
 //   kFetched      u64 key, bytes value (to the controller)
 //   kSyncDone     u64 token, i32 rank
 //   kFailed       string function, string message, i32 rank
+//   kCheckpointPlan  u64 sequence, vector<(u32 data set, u32 part, string name)>:
+//                 the partitions this rank writes into checkpoint `sequence`
+//   kRestore      u32 data set, u32 part, string file, string name: load the
+//                 partition from a checkpoint file's object `name`
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "brisk/core/data.hpp"
@@ -44,10 +49,43 @@ enum class DataMessage : std::uint8_t {
   kFetched = 8,
   kSyncDone = 9,
   kFailed = 10,
+  kCheckpointPlan = 11,
+  kRestore = 12,
 };
-inline constexpr std::uint8_t kMaxDataMessage = 10;
+inline constexpr std::uint8_t kMaxDataMessage = 12;
 // Messages from the ranks to the controller.
-inline bool to_controller(DataMessage m) noexcept { return m >= DataMessage::kFetched; }
+inline bool to_controller(std::uint8_t m) noexcept {
+  return m >= static_cast<std::uint8_t>(DataMessage::kFetched) && m <= static_cast<std::uint8_t>(DataMessage::kFailed);
+}
+
+// One partition in a checkpoint: data set, partition, and its object's name.
+struct CheckpointPart {
+  std::uint32_t dataset = 0;
+  std::uint32_t part = 0;
+  std::string name;
+  template <class A>
+  void serialize(A& ar) {
+    ar(dataset, part, name);
+  }
+};
+
+// The data sets a checkpoint holds (a driver value, kDataSetsValue): per set its
+// name, element type and the version of every partition (0: never written, not in
+// the checkpoint).
+struct CheckpointDataSet {
+  std::string name;
+  std::uint64_t type = 0;
+  std::vector<std::uint64_t> versions;
+  template <class A>
+  void serialize(A& ar) {
+    ar(name, type, versions);
+  }
+};
+inline constexpr const char* kDataSetsValue = "brisk.data_sets";
+// The checkpoint object that holds a partition.
+inline std::string checkpoint_object_name(const std::string& dataset, std::uint32_t part) {
+  return "data/" + dataset + "/" + std::to_string(part);
+}
 
 struct DataCommand {
   enum Kind : std::uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kDeliver = 3 };

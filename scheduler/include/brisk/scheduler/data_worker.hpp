@@ -53,6 +53,14 @@ class DataWorker {
   // caller does not wait for the commands to be linked); a copy is handled at once.
   void post(int from, std::vector<std::byte> message);
 
+  // Checkpoints. The partitions this rank writes into checkpoint `sequence` (as its
+  // kCheckpointPlan said), serialized: (object name, bytes). Call when the rank is
+  // quiet (the controller synced before planning).
+  std::vector<std::pair<std::string, std::vector<std::byte>>> checkpoint_objects(std::uint64_t sequence);
+  // Reads an object from a checkpoint file (kRestore); set by the runtime.
+  using RestoreLoader = std::function<std::vector<std::byte>(const std::string& file, const std::string& name)>;
+  void set_restore_loader(RestoreLoader loader) { restore_loader_ = std::move(loader); }
+
   std::uint64_t tasks_run() const noexcept { return tasks_run_.load(std::memory_order_relaxed); }
   // Fills the worker fields of `s` (tasks run, template times).
   void add_stats(detail::DataPlaneStats& s) const;
@@ -82,6 +90,8 @@ class DataWorker {
   void on_edit(Reader& r);
   void on_copy(Reader& r);
   void on_sync(Reader& r);
+  void on_checkpoint_plan(Reader& r);
+  void on_restore(Reader& r);
 
   // Resolves a command's instances (creating them); throws on an unknown data set.
   std::shared_ptr<Entry> make_entry(DataCommand cmd);
@@ -109,6 +119,8 @@ class DataWorker {
   std::unordered_map<std::uint64_t, std::vector<std::byte>> arrived_;  // copies here before their recv
   std::unordered_map<std::uint64_t, Node*> awaiting_;                 // recvs waiting for their copy
   std::vector<std::uint64_t> syncs_;                                  // tokens to answer when idle
+  std::unordered_map<std::uint64_t, std::vector<CheckpointPart>> plans_;  // by checkpoint sequence
+  RestoreLoader restore_loader_;
 
   std::mutex inbox_mutex_;
   std::deque<std::pair<int, std::vector<std::byte>>> inbox_;
