@@ -323,7 +323,7 @@ void DataController::sync() {
   flush();
   const std::uint64_t token = next_token_++;
   Writer w;
-  w(token);
+  w(token, next_key_);
   send_all(DataMessage::kSync, body_of(static_cast<std::uint8_t>(DataMessage::kSync), w));
   wait_until([&] {
     auto it = sync_replies_.find(token);
@@ -622,6 +622,7 @@ void DataController::move_tasks(std::uint32_t tmpl, std::span<const std::pair<st
       edits[c.to].added.push_back(copy_command(u, c, false));
     }
   }
+  if (edits.empty()) return;  // every task is where it was asked to be
   // The edits travel with the next flush (an instantiation, a fetch or a sync), ahead
   // of that rank's commands; a template is only read when it is instantiated.
   for (auto& [rank, e] : edits) {

@@ -95,7 +95,7 @@ void release_to(Batch* batch) noexcept {
 }
 // Copies ready on this thread while it already runs one inline (a trampoline, so
 // that a chain of copies does not recurse).
-thread_local std::vector<void*>* t_inline_queue = nullptr;
+thread_local std::vector<std::pair<void*, void*>>* t_inline_queue = nullptr;  // (worker, node)
 }  // namespace
 
 void DataWorker::RunNode::operator delete(void* p) noexcept {
@@ -426,6 +426,7 @@ void DataWorker::on_copy(Reader& r) {
   Node* node = nullptr;
   {
     std::lock_guard lock(mutex_);
+    if (key < settled_below_) throw Error(fmt::format("copy {} arrived after every command that could want it ran", key));
     auto it = awaiting_.find(key);
     if (it == awaiting_.end()) {
       if (!arrived_.emplace(key, std::move(data)).second) throw Error(fmt::format("copy {} arrived twice", key));
@@ -439,11 +440,11 @@ void DataWorker::on_copy(Reader& r) {
 }
 
 void DataWorker::on_sync(Reader& r) {
-  std::uint64_t token = 0;
-  r(token);
+  std::uint64_t token = 0, settled = 0;
+  r(token, settled);
   {
     std::lock_guard lock(mutex_);
-    syncs_.push_back(token);
+    syncs_.emplace_back(token, settled);
   }
   if (outstanding_.load(std::memory_order_acquire) == 0) finish_syncs();
 }
@@ -493,13 +494,29 @@ void DataWorker::on_restore(Reader& r) {
 }
 
 void DataWorker::finish_syncs() noexcept {
-  std::vector<std::uint64_t> tokens;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> tokens;
+  std::size_t orphans = 0;
   {
     std::lock_guard lock(mutex_);
     if (outstanding_.load(std::memory_order_acquire) != 0) return;
     tokens.swap(syncs_);
+    // Every copy keyed below a sync's mark was for a command issued before it, all of
+    // which ran: a copy still waiting, or arriving later, is one no command wants.
+    for (const auto& [token, settled] : tokens) settled_below_ = std::max(settled_below_, settled);
+    for (auto it = arrived_.begin(); it != arrived_.end();) {
+      if (it->first < settled_below_) {
+        it = arrived_.erase(it);
+        ++orphans;
+      } else {
+        ++it;
+      }
+    }
   }
-  for (std::uint64_t t : tokens) {
+  if (orphans) {
+    malformed_.fetch_add(orphans, std::memory_order_relaxed);
+    std::fprintf(stderr, "brisk: rank %d: dropped %zu copies that no command expects\n", rank_, orphans);
+  }
+  for (const auto& [t, settled] : tokens) {
     Writer w;
     w(static_cast<std::uint8_t>(DataMessage::kSyncDone), t, static_cast<std::int32_t>(rank_));
     send_(0, w.take());
@@ -516,16 +533,16 @@ void DataWorker::ready(Node* node) noexcept {
                            (c.kind == DataCommand::kRecv && node->data.size() <= kInlineRecvBytes);
   if (inline_copy) {
     if (t_inline_queue) {
-      t_inline_queue->push_back(node);
+      t_inline_queue->emplace_back(this, node);
       return;
     }
-    std::vector<void*> queue{node};
+    std::vector<std::pair<void*, void*>> queue{{this, node}};
     t_inline_queue = &queue;
     while (!queue.empty()) {
-      Node* n = static_cast<Node*>(queue.back());
+      auto [w, n] = queue.back();
       queue.pop_back();
-      execute(n);
-      release_to(n->batch);
+      static_cast<DataWorker*>(w)->execute(static_cast<Node*>(n));
+      release_to(static_cast<Node*>(n)->batch);
     }
     t_inline_queue = nullptr;
     return;

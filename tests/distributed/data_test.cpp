@@ -262,7 +262,7 @@ TEST(Data, MovingTasksKeepsResults) {
     for (std::uint32_t i = 0; i < 8; i += 2) moves.emplace_back(i, (t.rank_of(i) + 1) % ranks());
     t.move_tasks(moves);
     for (const auto& [i, r] : moves) EXPECT_EQ(t.rank_of(i), r);
-    EXPECT_GE(brisk::data_stats().edits, 1u);
+    if (ranks() > 1) EXPECT_GE(brisk::data_stats().edits, 1u);  // on one rank every move is a no-op
   }
   for (int i = 0; i < 3; ++i) {
     t.instantiate(Step{});

@@ -18,7 +18,8 @@
 //   kInstantiate  u32 template, u64 first task sequence, u64 key base, bytes params
 //   kEdit         u32 template, vector<u64> removed command ids, vector<DataCommand> added
 //   kCopy         u64 key, bytes value (rank to rank)
-//   kSync         u64 token
+//   kSync         u64 token, u64 mark: every copy key below `mark` was issued before
+//                 the sync (a copy keyed below it that arrives later is rejected)
 //   kFetched      u64 key, bytes value (to the controller)
 //   kSyncDone     u64 token, i32 rank
 //   kFailed       string function, string message, i32 rank

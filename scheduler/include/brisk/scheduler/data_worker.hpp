@@ -118,7 +118,8 @@ class DataWorker {
   std::unordered_map<std::uint32_t, std::unique_ptr<Template>> templates_;
   std::unordered_map<std::uint64_t, std::vector<std::byte>> arrived_;  // copies here before their recv
   std::unordered_map<std::uint64_t, Node*> awaiting_;                 // recvs waiting for their copy
-  std::vector<std::uint64_t> syncs_;                                  // tokens to answer when idle
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> syncs_;        // (token, mark) to answer when idle
+  std::uint64_t settled_below_ = 0;  // copies keyed below this are all consumed (the last sync's mark)
   std::unordered_map<std::uint64_t, std::vector<CheckpointPart>> plans_;  // by checkpoint sequence
   RestoreLoader restore_loader_;
 
