@@ -32,9 +32,10 @@ started_cluster=0
 work=""
 job_tag="brisk-wrapper-test-$$"
 
-log() { printf 'wrapper_test.sh: %s\n' "$*"; }
-fail() { log "FAIL: $*"; failures=$((failures + 1)); }
-elapsed() { echo $((SECONDS - $1)); }
+readonly TEST_NAME=wrapper_test.sh
+# log, fail, elapsed, cancel_jobs, cluster_running, start_cluster
+# shellcheck source=tests/slurm/test_lib.sh
+source "$HERE/test_lib.sh"
 
 usage_error() {
   printf 'wrapper_test.sh: %s\nusage: wrapper_test.sh [--no-cluster] BUILD_DIR\n' "$*" >&2
@@ -180,16 +181,6 @@ dry_run_checks() {
 
 # Cancels the jobs named $1 and waits until they are gone: job processes outlive a
 # stopped slurmd, and a job left running would block the next step.
-cancel_jobs() {
-  local name=$1 i
-  timeout 5 scancel --name="$name" 2>/dev/null || true
-  for ((i = 0; i < CANCEL_TIMEOUT * 5; i++)); do
-    [[ -z $(timeout 5 squeue -h -n "$name" -o %A 2>/dev/null) ]] && return 0
-    sleep 0.2
-  done
-  log "jobs named $name still listed $CANCEL_TIMEOUT s after scancel"
-}
-
 cleanup() {
   local name
   if [[ -n $work ]]; then
@@ -200,27 +191,6 @@ cleanup() {
   fi
   [[ -n $work && -d $work ]] && rm -rf "$work"
   return 0
-}
-
-cluster_running() {
-  local pid line
-  [[ -r /tmp/slurm-local/slurmctld.pid ]] || return 1
-  pid=$(</tmp/slurm-local/slurmctld.pid)
-  [[ $pid =~ ^[0-9]+$ ]] || return 1
-  read -r line 2>/dev/null <"/proc/$pid/stat" || return 1
-  [[ $line == "$pid (slurmctld) "[!ZX]* ]]
-}
-
-start_cluster() {
-  local t0=$SECONDS rc=0
-  cluster_running || started_cluster=1
-  timeout "$SETUP_TIMEOUT" "$HERE/local_cluster.sh" || rc=$?
-  case $rc in
-    0) log "cluster ready ($(elapsed "$t0") s)" ;;
-    77) started_cluster=0; return 77 ;;
-    124) log "FAIL: local_cluster.sh did not finish within $SETUP_TIMEOUT s"; exit 1 ;;
-    *) log "FAIL: local_cluster.sh exited with $rc"; exit 1 ;;
-  esac
 }
 
 # check_output NAME FILE RC: the run exited 0 and printed the result exactly once.
