@@ -298,14 +298,18 @@ const CheckpointEntry* CheckpointReader::find(CheckpointSection section, std::st
 }
 
 StatusOr<std::vector<std::byte>> CheckpointReader::read(CheckpointSection section, std::string_view name) const {
+  std::vector<std::byte> out;
+  if (Status s = read_into(section, name, out); !s.ok()) return s;
+  return out;
+}
+
+Status CheckpointReader::read_into(CheckpointSection section, std::string_view name, std::vector<std::byte>& out) const {
   auto lock = lock_hdf5();
   const CheckpointEntry* e = find(section, name);
   if (e == nullptr) {
     return not_found(fmt::format("{} has no /{}/{}", impl_->where(), checkpoint_section_name(section), name));
   }
-  std::vector<std::byte> out;
-  if (Status s = impl_->read_into(*e, &out); !s.ok()) return s;
-  return out;
+  return impl_->read_into(*e, &out);
 }
 
 Status CheckpointReader::verify() const {

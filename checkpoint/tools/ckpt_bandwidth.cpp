@@ -10,6 +10,11 @@
 //   checkpoint        CheckpointWriter: begin, add_object, commit (CRC-32C, name
 //                     exchange, dataset creation, independent writes, manifest,
 //                     flush, close, fsync, rename, prune)
+// then, reading back the last files written:
+//   raw_read          each rank reads its slice of the raw file (independent MPI-IO)
+//   restore           each rank opens the newest checkpoint (CheckpointReader) and
+//                     reads its objects into a reused buffer, checksums verified
+//                     (what a restart does)
 // and prints one JSON line per way (median and p99 = slowest repetition, seconds;
 // GiB/s of the whole job at the median) and the ratios. --dir must be on a file
 // system all ranks share; its contents are replaced.
@@ -80,6 +85,33 @@ bool raw_write(const fs::path& file, std::span<const std::byte> mine, int rank, 
   H5Pclose(dcpl);
   if (ds >= 0) H5Dclose(ds);
   H5Sclose(space);
+  return H5Fclose(f) >= 0 && ok;
+}
+
+// Reads this rank's slice of raw_write's file back with independent MPI-IO.
+bool raw_read(const fs::path& file, std::span<std::byte> mine, int rank) {
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_fapl_mpio(fapl, MPI_COMM_WORLD, MPI_INFO_NULL);
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, fapl);
+  H5Pclose(fapl);
+  if (f < 0) return false;
+  hid_t ds = H5Dopen2(f, "data", H5P_DEFAULT);
+  hid_t space = ds >= 0 ? H5Dget_space(ds) : -1;
+  hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
+  H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_INDEPENDENT);
+  bool ok = ds >= 0 && space >= 0;
+  constexpr std::uint64_t kPiece = std::uint64_t{1} << 30;
+  for (std::uint64_t done = 0; ok && done < mine.size(); done += kPiece) {
+    const hsize_t start[1] = {static_cast<hsize_t>(rank) * mine.size() + done};
+    const hsize_t count[1] = {std::min<std::uint64_t>(kPiece, mine.size() - done)};
+    hid_t mem = H5Screate_simple(1, count, nullptr);
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    ok = H5Dread(ds, H5T_NATIVE_UINT8, mem, space, dxpl, mine.data() + done) >= 0;
+    H5Sclose(mem);
+  }
+  H5Pclose(dxpl);
+  if (space >= 0) H5Sclose(space);
+  if (ds >= 0) H5Dclose(ds);
   return H5Fclose(f) >= 0 && ok;
 }
 
@@ -177,6 +209,37 @@ int main(int argc, char** argv) {
     }
   }
 
+  // Reading back: the raw file and the newest checkpoint, as a restart does, each
+  // into a buffer of its own that the repetitions reuse.
+  std::vector<std::byte> back;
+  const fs::path newest = fs::path(dir) / "ckpt" / fmt::format("ckpt-{:06d}.h5", warmup + reps);
+  std::vector<std::byte> raw_back(bytes);
+  for (rep = 0; rep < warmup + reps; ++rep) {
+    auto raw_r = [&] { return raw_read(fs::path(dir) / "raw.h5", raw_back, rank); };
+    auto restore = [&] {
+      auto r = brisk::CheckpointReader::open(newest);
+      if (!r.ok()) {
+        fmt::print(stderr, "{}\n", r.status().message());
+        return false;
+      }
+      for (int i = 0; i < objects; ++i) {
+        if (!r->read_into(brisk::CheckpointSection::kObjects, fmt::format("rank{}-obj{}", rank, i), back).ok()) {
+          return false;
+        }
+        const std::uint64_t off = static_cast<std::uint64_t>(i) * per_object;
+        if (back.size() != (i + 1 == objects ? bytes - off : per_object)) return false;
+      }
+      return true;
+    };
+    if (rep % 2 == 0) {
+      timed("raw_read", raw_r);
+      timed("restore", restore);
+    } else {
+      timed("restore", restore);
+      timed("raw_read", raw_r);
+    }
+  }
+
   if (rank == 0) {
     const double total_gib = static_cast<double>(bytes) * ranks / (1 << 30);
     std::map<std::string, double> med;
@@ -193,6 +256,8 @@ int main(int argc, char** argv) {
     fmt::print("{{\"name\": \"ckpt_bandwidth/checkpoint_vs_raw_independent\", \"ratio\": {:.3f}, \"unit\": "
                "\"time ratio\"}}\n",
                med["checkpoint"] / med["raw_independent"]);
+    fmt::print("{{\"name\": \"ckpt_bandwidth/restore_vs_raw_read\", \"ratio\": {:.3f}, \"unit\": \"time ratio\"}}\n",
+               med["restore"] / med["raw_read"]);
     fmt::print("{{\"name\": \"ckpt_bandwidth/crc32c_one_rank\", \"mib\": {}, \"seconds\": {:.4f}, \"gib_per_s\": "
                "{:.2f}}}\n",
                mib, crc_s, static_cast<double>(bytes) / (1 << 30) / crc_s);

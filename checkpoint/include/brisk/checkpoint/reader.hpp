@@ -87,6 +87,9 @@ class CheckpointReader {
   // name; kInvalidArgument on a checksum mismatch or a read error (both name the
   // dataset).
   StatusOr<std::vector<std::byte>> read(CheckpointSection section, std::string_view name) const;
+  // The same into `out` (resized; its capacity is reused, so a caller reading many
+  // datasets keeps one buffer instead of fresh memory for each).
+  Status read_into(CheckpointSection section, std::string_view name, std::vector<std::byte>& out) const;
   StatusOr<std::vector<std::byte>> read_object(std::string_view name) const {
     return read(CheckpointSection::kObjects, name);
   }
