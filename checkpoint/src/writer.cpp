@@ -8,7 +8,10 @@
 #include <chrono>
 #include <cerrno>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
+#include <thread>
 #include <map>
 #include <set>
 #include <tuple>
@@ -318,6 +321,11 @@ Status CheckpointWriter::Impl::write_file(const std::vector<JobEntry>& job, std:
   Handle file = file_handle(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
   if (!file.valid()) local = fail("cannot create " + tmp);
   if (Status s = agree(comm, rank, size, local); !s.ok()) return s;
+  // Fault injection for tests: a writer that stops here, its temporary file
+  // created, can be killed mid-commit at a known point.
+  if (const char* f = std::getenv("BRISK_FAULT_INJECT"); f && std::string_view(f) == "checkpoint-stall") {
+    std::this_thread::sleep_for(std::chrono::seconds(60));
+  }
 
   // Groups and datasets, created by every rank in the same order.
   Handle dcpl = plist_handle(H5Pcreate(H5P_DATASET_CREATE));

@@ -292,7 +292,7 @@ std::vector<std::string> singleton_environment() {
   return env;
 }
 
-// The child: one rank that commits 512 MiB (slow enough to be killed mid-write).
+// The child: one rank that commits 512 MiB; BRISK_FAULT_INJECT stops it mid-commit.
 int crash_child(const char* dir) {
   int provided = 0;
   MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
@@ -310,6 +310,7 @@ TEST(CheckpointTest, WriterKilledMidCommitLeavesOnlyATmpThatReadersIgnore) {
   ASSERT_TRUE(commit_simple(dir.path(), 1).ok());
   if (g_rank == 0) {
     std::vector<std::string> env = singleton_environment();
+    env.push_back("BRISK_FAULT_INJECT=checkpoint-stall");  // stops inside commit, its .tmp made
     std::vector<char*> envp;
     for (auto& s : env) envp.push_back(s.data());
     envp.push_back(nullptr);

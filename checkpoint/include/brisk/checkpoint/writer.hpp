@@ -62,6 +62,9 @@ namespace brisk {
 //   if (auto s = w->add_object("part-" + std::to_string(rank), my_bytes); !s.ok()) ...
 //   if (rank == 0) (void)w->save("iteration", step);
 //   brisk::Status s = w->commit();
+// Fault injection: with BRISK_FAULT_INJECT=checkpoint-stall in its environment, a
+// writer stops for 60 s right after it created its temporary file (tests kill it
+// there, mid-commit).
 class CheckpointWriter {
  public:
   struct Options {
