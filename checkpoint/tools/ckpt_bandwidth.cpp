@@ -38,6 +38,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "brisk/checkpoint/checkpoint.hpp"
@@ -49,6 +50,28 @@ namespace fs = std::filesystem;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// This rank's contiguous slice of the one dataset, moved in pieces of at most 1 GiB
+// (every rank the same number, as collective I/O needs): written from or read into
+// `mine` (written when its bytes are const, read otherwise).
+template <class Byte>
+bool move_slice(hid_t ds, hid_t space, hid_t dxpl, std::span<Byte> mine, int rank) {
+  constexpr std::uint64_t kPiece = std::uint64_t{1} << 30;
+  bool ok = true;
+  for (std::uint64_t done = 0; ok && done < mine.size(); done += kPiece) {
+    const hsize_t start[1] = {static_cast<hsize_t>(rank) * mine.size() + done};
+    const hsize_t count[1] = {std::min<std::uint64_t>(kPiece, mine.size() - done)};
+    hid_t mem = H5Screate_simple(1, count, nullptr);
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    if constexpr (std::is_const_v<Byte>) {
+      ok = H5Dwrite(ds, H5T_NATIVE_UINT8, mem, space, dxpl, mine.data() + done) >= 0;
+    } else {
+      ok = H5Dread(ds, H5T_NATIVE_UINT8, mem, space, dxpl, mine.data() + done) >= 0;
+    }
+    H5Sclose(mem);
+  }
+  return ok;
 }
 
 // One parallel HDF5 file with one dataset; each rank writes its contiguous slice.
@@ -69,17 +92,7 @@ bool raw_write(const fs::path& file, std::span<const std::byte> mine, int rank, 
   hid_t ds = H5Dcreate2(f, "data", H5T_STD_U8LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
   hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(dxpl, collective ? H5FD_MPIO_COLLECTIVE : H5FD_MPIO_INDEPENDENT);
-  bool ok = ds >= 0;
-  // Pieces of at most 1 GiB (every rank the same number, as collective I/O needs).
-  constexpr std::uint64_t kPiece = std::uint64_t{1} << 30;
-  for (std::uint64_t done = 0; ok && done < mine.size(); done += kPiece) {
-    const hsize_t start[1] = {static_cast<hsize_t>(rank) * mine.size() + done};
-    const hsize_t count[1] = {std::min<std::uint64_t>(kPiece, mine.size() - done)};
-    hid_t mem = H5Screate_simple(1, count, nullptr);
-    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
-    ok = H5Dwrite(ds, H5T_NATIVE_UINT8, mem, space, dxpl, mine.data() + done) >= 0;
-    H5Sclose(mem);
-  }
+  bool ok = ds >= 0 && move_slice(ds, space, dxpl, mine, rank);
   ok = H5Fflush(f, H5F_SCOPE_GLOBAL) >= 0 && ok;
   H5Pclose(dxpl);
   H5Pclose(dcpl);
@@ -99,16 +112,7 @@ bool raw_read(const fs::path& file, std::span<std::byte> mine, int rank) {
   hid_t space = ds >= 0 ? H5Dget_space(ds) : -1;
   hid_t dxpl = H5Pcreate(H5P_DATASET_XFER);
   H5Pset_dxpl_mpio(dxpl, H5FD_MPIO_INDEPENDENT);
-  bool ok = ds >= 0 && space >= 0;
-  constexpr std::uint64_t kPiece = std::uint64_t{1} << 30;
-  for (std::uint64_t done = 0; ok && done < mine.size(); done += kPiece) {
-    const hsize_t start[1] = {static_cast<hsize_t>(rank) * mine.size() + done};
-    const hsize_t count[1] = {std::min<std::uint64_t>(kPiece, mine.size() - done)};
-    hid_t mem = H5Screate_simple(1, count, nullptr);
-    H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr);
-    ok = H5Dread(ds, H5T_NATIVE_UINT8, mem, space, dxpl, mine.data() + done) >= 0;
-    H5Sclose(mem);
-  }
+  const bool ok = ds >= 0 && space >= 0 && move_slice(ds, space, dxpl, mine, rank);
   H5Pclose(dxpl);
   if (space >= 0) H5Sclose(space);
   if (ds >= 0) H5Dclose(ds);
