@@ -312,6 +312,10 @@ std::optional<std::string> apply_restore(std::string_view v, Options& o) {
   return std::nullopt;
 }
 
+std::optional<std::string> apply_checkpoint_exit(std::string_view v, Options& o) {
+  return apply_switch(v, o.checkpoint_exit);
+}
+
 std::optional<std::string> apply_templates(std::string_view v, Options& o) { return apply_switch(v, o.templates); }
 
 std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
@@ -319,7 +323,7 @@ std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
 }
 
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 26> kSpecs = {{
+constexpr std::array<OptionSpec, 27> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -402,6 +406,9 @@ constexpr std::array<OptionSpec, 26> kSpecs = {{
      "(corrupt or truncated newer ones are reported and skipped), or a file; "
      "brisk::checkpoint::load() then returns its values.",
      apply_restore},
+    {"brisk-checkpoint-exit", "BRISK_CHECKPOINT_EXIT", "on|off", "off", kBoolExpected,
+     "After a checkpoint that SIGUSR1 asked for, end the job with exit code 75 (for a requeue).",
+     apply_checkpoint_exit},
     {"brisk-templates", "BRISK_TEMPLATES", "on|off", "on", kBoolExpected,
      "Record execution templates and replay them (off: every instantiate runs the block's body; same results).",
      apply_templates},

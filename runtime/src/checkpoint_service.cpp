@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "brisk/checkpoint/checkpoint.hpp"
+#include "brisk/core/checkpoint.hpp"
 #include "brisk/core/error.hpp"
 
 namespace brisk {
@@ -120,11 +121,13 @@ std::uint64_t RuntimeCheckpoints::write() {
     if (auto table = data_.prepare(sequence); !table.empty()) values[kDataSetsValue] = std::move(table);
   }
   if (announce_) announce_(sequence);
+  const bool signalled = g_signalled != 0;
   g_signalled = 0;
   last_ns_.store(now_ns(), std::memory_order_relaxed);
   if (Status s = commit(sequence, std::move(values)); !s.ok()) {
     throw Error(fmt::format("brisk::checkpoint::now: checkpoint {} failed: {}", sequence, s.message()));
   }
+  if (signalled && exit_after_signal_) throw checkpoint::Exit(sequence);
   return sequence;
 }
 

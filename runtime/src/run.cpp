@@ -9,6 +9,7 @@
 #include <exception>
 #include <thread>
 
+#include "brisk/core/checkpoint.hpp"
 #include "brisk/core/function_registry.hpp"
 #include "brisk/core/options.hpp"
 #include "brisk/core/run.hpp"
@@ -240,6 +241,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     }
     hooks.objects = [d = data.get()](std::uint64_t seq) { return d->checkpoint_objects(seq); };
     checkpoints.set_data_hooks(std::move(hooks));
+    checkpoints.set_exit_after_signal(options.checkpoint_exit);
   }
   bool restore_failed = false;
   if (rank == 0 && !options.restore.empty()) {
@@ -255,6 +257,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
       exit_code = driver();
       // Data tasks still running belong to the driver's work: wait for them.
       if (data->used()) data->sync();
+    } catch (const checkpoint::Exit& e) {
+      std::fprintf(stderr, "brisk: %s\n", e.what());
+      exit_code = checkpoint::Exit::kExitCode;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "brisk: the driver on rank 0 threw: %s\n", e.what());
       exit_code = 1;

@@ -34,6 +34,16 @@ echo "$out" | grep -q "checkpoint 1 at step 3" || fail "SIGUSR1 did not request 
 [ "$(ls "$scratch/c" | grep -c '^ckpt-.*\.h5$')" = 1 ] || fail "expected one checkpoint in $scratch/c: $(ls "$scratch/c")"
 echo "SIGUSR1 requested one checkpoint"
 
+# With --brisk-checkpoint-exit the signalled checkpoint ends the job (exit 75, for a
+# requeue) and the rerun finishes with the uninterrupted sum.
+out=$(run --brisk-checkpoint-dir="$scratch/d" --on-request --signal-at=3 --brisk-checkpoint-exit=on; echo "exit $?")
+echo "$out" | grep -q "exit 75" || fail "the signalled checkpoint did not end the job with 75: $out"
+echo "$out" | grep -q "final sum" && fail "the job went on after the signalled checkpoint: $out"
+out=$(run --brisk-checkpoint-dir="$scratch/d" --on-request --brisk-checkpoint-exit=on --brisk-restore=latest)
+echo "$out" | grep -q "resuming at step 3" || fail "no resume at step 3 after the checkpoint exit: $out"
+[ "$(echo "$out" | grep "final sum")" = "$whole" ] || fail "after the checkpoint exit: $(echo "$out" | grep "final sum"), expected $whole"
+echo "signalled checkpoint ended the job with 75; the rerun finished with the same sum"
+
 out=$(run --brisk-checkpoint-dir="$scratch/none" --brisk-restore=latest)
 echo "$out" | grep -q "brisk: cannot restore" || fail "restoring from an empty directory did not fail clearly: $out"
 echo "checkpoint restart test OK"

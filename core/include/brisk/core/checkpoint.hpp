@@ -27,6 +27,7 @@
 #include <string>
 
 #include "brisk/core/detail/context.hpp"
+#include "brisk/core/error.hpp"
 #include "brisk/core/serialize.hpp"
 
 namespace brisk::checkpoint {
@@ -41,7 +42,25 @@ void save(const std::string& name, const T& value) {
   detail::service("brisk::checkpoint::save").save(name, to_bytes(value));
 }
 
-// Writes a checkpoint now; returns its sequence number.
+// Thrown by now() after it wrote a checkpoint that a signal asked for, when the job
+// runs with --brisk-checkpoint-exit: brisk::run then ends the job on every rank with
+// exit code kExitCode, which a requeueing batch script takes as "checkpointed, run me
+// again" (slurm/brisk-requeue.sbatch).
+class Exit : public brisk::Error {
+ public:
+  static constexpr int kExitCode = 75;  // EX_TEMPFAIL
+  explicit Exit(std::uint64_t sequence)
+      : brisk::Error("checkpoint " + std::to_string(sequence) +
+                     " written on request; the job ends to be run again (--brisk-checkpoint-exit)"),
+        sequence_(sequence) {}
+  std::uint64_t sequence() const noexcept { return sequence_; }
+
+ private:
+  std::uint64_t sequence_;
+};
+
+// Writes a checkpoint now; returns its sequence number. Throws checkpoint::Exit
+// after a checkpoint a signal asked for, with --brisk-checkpoint-exit.
 inline std::uint64_t now() { return detail::service("brisk::checkpoint::now").write(); }
 
 // The value saved under `name` in the checkpoint this run was restored from

@@ -109,6 +109,9 @@ struct Options {
   // --brisk-checkpoint-every / BRISK_CHECKPOINT_EVERY: seconds after which
   // brisk::checkpoint::requested() turns true again; 0 = only on SIGUSR1.
   int checkpoint_every_s = 0;
+  // --brisk-checkpoint-exit / BRISK_CHECKPOINT_EXIT: after a checkpoint that SIGUSR1
+  // asked for, end the job (exit code 75) so that a batch script requeues it.
+  bool checkpoint_exit = false;
   // --brisk-templates / BRISK_TEMPLATES: record and replay execution templates
   // (data.hpp); off runs every block's body each time, with identical results.
   bool templates = true;

@@ -57,6 +57,8 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
     std::function<void(const std::string&, std::span<const std::byte>)> restored;
   };
   void set_data_hooks(DataHooks hooks) { data_ = std::move(hooks); }
+  // write() throws checkpoint::Exit after a checkpoint a signal asked for.
+  void set_exit_after_signal(bool on) noexcept { exit_after_signal_ = on; }
 
  private:
   Status commit(std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values);
@@ -73,6 +75,7 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   std::uint64_t next_sequence_ = 0;  // 0: not chosen yet
   std::chrono::seconds every_;
   DataHooks data_;
+  bool exit_after_signal_ = false;
   std::atomic<std::int64_t> last_ns_;  // steady clock of the last checkpoint (or the start)
 };
 
