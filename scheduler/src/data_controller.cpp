@@ -5,24 +5,11 @@
 #include <algorithm>
 #include <thread>
 
+#include "stopwatch.hpp"
+
 namespace brisk {
 namespace {
 
-// Adds the time since construction to a counter.
-class Stopwatch {
- public:
-  explicit Stopwatch(std::uint64_t& total) : total_(total), start_(std::chrono::steady_clock::now()) {}
-  ~Stopwatch() {
-    total_ += static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count());
-  }
-  Stopwatch(const Stopwatch&) = delete;
-  Stopwatch& operator=(const Stopwatch&) = delete;
-
- private:
-  std::uint64_t& total_;
-  std::chrono::steady_clock::time_point start_;
-};
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
@@ -434,7 +421,7 @@ DataCommand DataController::copy_command(const Use& u, const Copy& copy, bool se
 }
 
 std::uint32_t DataController::install(const std::string& name, std::vector<detail::DataTaskSpec> specs) {
-  Stopwatch watch(stats_.controller_install_ns);
+  detail::Stopwatch watch(stats_.controller_install_ns);
   auto t = std::make_unique<ControllerTemplate>();
   t->name = name;
   t->tasks.reserve(specs.size());
@@ -548,7 +535,7 @@ void DataController::apply_patch(ControllerTemplate& t, std::uint32_t tmpl) {
 
 void DataController::instantiate(std::uint32_t tmpl, std::vector<std::byte> params) {
   if (tmpl >= templates_.size()) throw Error(fmt::format("brisk: template {} does not exist", tmpl));
-  Stopwatch watch(stats_.controller_instantiate_ns);
+  detail::Stopwatch watch(stats_.controller_instantiate_ns);
   ControllerTemplate& t = *templates_[tmpl];
   if (last_template_ == tmpl && t.bad_uses == 0) {
     ++stats_.validations_skipped;
@@ -577,7 +564,7 @@ void DataController::instantiate(std::uint32_t tmpl, std::vector<std::byte> para
 
 void DataController::move_tasks(std::uint32_t tmpl, std::span<const std::pair<std::uint32_t, int>> moves) {
   if (tmpl >= templates_.size()) throw Error(fmt::format("brisk: template {} does not exist", tmpl));
-  Stopwatch watch(stats_.controller_edit_ns);
+  detail::Stopwatch watch(stats_.controller_edit_ns);
   ControllerTemplate& t = *templates_[tmpl];
   std::map<std::uint32_t, int> target;  // the last move of a task wins
   for (const auto& [task, rank] : moves) {

@@ -11,6 +11,7 @@
 #include "brisk/core/detail/task.hpp"
 #include "brisk/core/event_log.hpp"
 #include "brisk/core/function_registry.hpp"
+#include "stopwatch.hpp"
 
 namespace brisk {
 
@@ -104,10 +105,6 @@ void DataWorker::RunNode::operator delete(void* p) noexcept {
 }
 
 namespace {
-std::uint64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
-}
 std::uint64_t instance_key(const detail::DataAccess& a) noexcept {
   return (std::uint64_t{a.dataset} << 32) | a.part;
 }
@@ -328,18 +325,17 @@ void DataWorker::on_install(Reader& r) {
   std::string name;
   std::vector<DataCommand> cmds;
   r(id, name, cmds);
-  const auto start = std::chrono::steady_clock::now();
   auto t = std::make_unique<Template>();
   t->name = std::move(name);
   std::lock_guard lock(mutex_);
+  detail::Stopwatch watch(install_ns_);
+  installed_ += cmds.size();
   for (auto& c : cmds) {
     const std::uint64_t pos = c.position, cid = c.id;
     if (!t->position_of.emplace(cid, pos).second) throw Error(fmt::format("template '{}' repeats command {}", t->name, cid));
     t->commands.emplace(std::make_pair(pos, cid), make_entry(std::move(c)));
   }
   templates_[id] = std::move(t);
-  install_ns_ += elapsed_ns(start);
-  installed_ += cmds.size();
 }
 
 void DataWorker::on_edit(Reader& r) {
@@ -347,8 +343,9 @@ void DataWorker::on_edit(Reader& r) {
   std::vector<std::uint64_t> removed;
   std::vector<DataCommand> added;
   r(id, removed, added);
-  const auto start = std::chrono::steady_clock::now();
   std::lock_guard lock(mutex_);
+  detail::Stopwatch watch(edit_ns_);
+  edited_ += removed.size() + added.size();
   auto it = templates_.find(id);
   if (it == templates_.end()) throw Error(fmt::format("an edit of template {}, unknown on rank {}", id, rank_));
   Template& t = *it->second;
@@ -363,8 +360,6 @@ void DataWorker::on_edit(Reader& r) {
     if (!t.position_of.emplace(cid, pos).second) throw Error(fmt::format("an edit adds command {} twice", cid));
     t.commands.emplace(std::make_pair(pos, cid), make_entry(std::move(c)));
   }
-  edit_ns_ += elapsed_ns(start);
-  edited_ += removed.size() + added.size();
 }
 
 void DataWorker::on_instantiate(Reader& r) {
@@ -372,11 +367,11 @@ void DataWorker::on_instantiate(Reader& r) {
   std::uint64_t first_task = 0, key_base = 0;
   std::vector<std::byte> params;
   r(id, first_task, key_base, params);
-  const auto start = std::chrono::steady_clock::now();
   auto batch = std::make_unique<Batch>();
   batch->params.push_back(std::make_shared<const std::vector<std::byte>>(std::move(params)));
   {
     std::lock_guard lock(mutex_);
+    detail::Stopwatch watch(instantiate_ns_);
     auto it = templates_.find(id);
     if (it == templates_.end()) throw Error(fmt::format("an instantiation of template {}, unknown on rank {}", id, rank_));
     Template& t = *it->second;
@@ -397,7 +392,6 @@ void DataWorker::on_instantiate(Reader& r) {
       n.params = p;
       link(&n);
     }
-    instantiate_ns_ += elapsed_ns(start);
     instantiated_ += batch->count;
   }
   outstanding_.fetch_add(static_cast<std::int64_t>(batch->count), std::memory_order_acq_rel);
