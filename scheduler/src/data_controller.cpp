@@ -53,11 +53,18 @@ void DataController::add_holder(std::uint32_t slot, int rank) noexcept {
   holders_[slot * words_ + static_cast<std::size_t>(rank) / 64] |= std::uint64_t{1} << (rank % 64);
 }
 
+detail::DataAccess DataController::access_of(std::uint32_t slot) const noexcept {
+  // The last data set whose first slot is at or below `slot` (sets take consecutive slots).
+  const auto next = std::upper_bound(datasets_.begin(), datasets_.end(), slot,
+                                     [](std::uint32_t s, const DataSetInfo& d) { return s < d.first_slot; });
+  const auto& d = *std::prev(next);
+  return {static_cast<std::uint32_t>(&d - datasets_.data()), slot - d.first_slot, DataMode::kRead};
+}
+
 int DataController::pick_source(std::uint32_t slot) const noexcept {
   // The home rank when it is current, else the lowest rank that is.
-  const auto& d = *std::find_if(datasets_.rbegin(), datasets_.rend(),
-                                [slot](const DataSetInfo& x) { return x.first_slot <= slot; });
-  const int home = d.homes[slot - d.first_slot];
+  const detail::DataAccess a = access_of(slot);
+  const int home = datasets_[a.dataset].homes[a.part];
   if (holds(slot, home)) return home;
   for (std::size_t w = 0; w < words_; ++w) {
     const std::uint64_t bits = holders_[slot * words_ + w];
@@ -138,9 +145,7 @@ void DataController::push(int rank, DataCommand cmd) {
 }
 
 void DataController::issue_copy(std::uint32_t slot, int from, int to) {
-  const auto& d = *std::find_if(datasets_.rbegin(), datasets_.rend(),
-                                [slot](const DataSetInfo& x) { return x.first_slot <= slot; });
-  const detail::DataAccess a{static_cast<std::uint32_t>(&d - datasets_.data()), slot - d.first_slot, DataMode::kRead};
+  const detail::DataAccess a = access_of(slot);
   const std::uint64_t key = next_key_++;
   DataCommand send;
   send.kind = DataCommand::kSend;

@@ -5,25 +5,19 @@
 set -euo pipefail
 mpiexec=$1; exe=$2; scratch=$3
 mkdir -p "$scratch"
-run() {  # run NAME RANKS ARGS...
-  local name=$1 ranks=$2; shift 2
-  "$mpiexec" --oversubscribe --bind-to none -n "$ranks" "$exe" --quiet "$@" > "$scratch/$name.out"
-  grep '^frame ' "$scratch/$name.out" > "$scratch/$name.frames" || true
-  echo "$name: $(wc -l < "$scratch/$name.frames") frames"
-}
-same() {  # same A B
-  if ! diff "$scratch/$1.frames" "$scratch/$2.frames"; then echo "FAIL: $1 and $2 differ"; exit 1; fi
-}
+# run, same
+# shellcheck source=tests/physbam_like/frames.sh
+source "$(dirname "$0")/frames.sh"
 args=(--grid=24 --blocks=2 --frames=3 --frame-dt=0.12)
-run np1 1 "${args[@]}"
-run np2 2 "${args[@]}"
-run np4 4 "${args[@]}"
+run np1 1 "$exe" "${args[@]}"
+run np2 2 "$exe" "${args[@]}"
+run np4 4 "$exe" "${args[@]}"
 [ "$(wc -l < "$scratch/np1.frames")" -eq 3 ] || { echo "FAIL: expected 3 frame lines"; cat "$scratch/np1.out"; exit 1; }
 same np1 np2
 same np1 np4
 uneven=(--grid=20,16,24 --blocks=3,2,4 --frames=2 --frame-dt=0.05 --tol=1e-8)
-run uneven_np1 1 "${uneven[@]}"
-run uneven_np3 3 "${uneven[@]}"
+run uneven_np1 1 "$exe" "${uneven[@]}"
+run uneven_np3 3 "$exe" "${uneven[@]}"
 same uneven_np1 uneven_np3
 cat "$scratch/np4.frames"
 echo "physbam mpi ranks test OK"

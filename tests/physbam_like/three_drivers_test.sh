@@ -7,15 +7,9 @@ set -euo pipefail
 mpiexec=$1; mpi=$2; brisk=$3; scratch=$4; shift 4
 extra=("$@")
 mkdir -p "$scratch"
-run() {  # run NAME RANKS EXE ARGS...
-  local name=$1 ranks=$2 exe=$3; shift 3
-  "$mpiexec" --oversubscribe --bind-to none -n "$ranks" "$exe" --quiet "$@" > "$scratch/$name.out"
-  grep '^frame ' "$scratch/$name.out" > "$scratch/$name.frames" || true
-  echo "$name: $(wc -l < "$scratch/$name.frames") frames"
-}
-same() {  # same A B
-  if ! diff "$scratch/$1.frames" "$scratch/$2.frames"; then echo "FAIL: $1 and $2 differ"; exit 1; fi
-}
+# run, same
+# shellcheck source=tests/physbam_like/frames.sh
+source "$(dirname "$0")/frames.sh"
 args=(--grid=20 --blocks=2 --frames=2 --frame-dt=0.08)
 run mpi_np2 2 "$mpi" "${args[@]}"
 [ "$(wc -l < "$scratch/mpi_np2.frames")" -eq 2 ] || { echo "FAIL: expected 2 frame lines"; cat "$scratch/mpi_np2.out"; exit 1; }

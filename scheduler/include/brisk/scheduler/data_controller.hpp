@@ -147,6 +147,8 @@ class DataController {
   static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
 
   std::uint32_t slot_of(const detail::DataAccess& a) const;
+  // The data set and partition of a slot (the inverse of slot_of).
+  detail::DataAccess access_of(std::uint32_t slot) const noexcept;
   int place(const detail::DataTaskSpec& spec) const;
   bool holds(std::uint32_t slot, int rank) const noexcept;
   void set_only(std::uint32_t slot, int rank) noexcept;
