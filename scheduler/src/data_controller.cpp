@@ -13,10 +13,11 @@ namespace {
 
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-std::vector<std::byte> body_of(std::uint8_t kind, const Writer& w) {
+// One message: its kind byte, then the body.
+std::vector<std::byte> message(DataMessage kind, const Writer& w) {
   std::vector<std::byte> out;
   out.reserve(w.size() + 1);
-  out.push_back(std::byte{kind});
+  out.push_back(std::byte{static_cast<std::uint8_t>(kind)});
   out.insert(out.end(), w.bytes().begin(), w.bytes().end());
   return out;
 }
@@ -104,7 +105,7 @@ std::uint32_t DataController::create(const std::string& name, const detail::Data
   holders_.resize((first + n) * words_, 0);
   for (std::size_t p = 0; p < n; ++p) add_holder(first + static_cast<std::uint32_t>(p), datasets_.back().homes[p]);
   flush();
-  send_all(DataMessage::kDataSet, body_of(static_cast<std::uint8_t>(DataMessage::kDataSet), w));
+  send_all(DataMessage::kDataSet, w);
   if (auto it = restorable_.find(name); checkpointed && it != restorable_.end()) {
     const CheckpointDataSet& saved = it->second;
     if (saved.type != type->id) {
@@ -122,7 +123,7 @@ std::uint32_t DataController::create(const std::string& name, const detail::Data
       if (saved.versions[p] == 0) continue;
       Writer r;
       r(id, static_cast<std::uint32_t>(p), restored_file_, checkpoint_object_name(name, static_cast<std::uint32_t>(p)));
-      send_to(datasets_.back().homes[p], DataMessage::kRestore, body_of(static_cast<std::uint8_t>(DataMessage::kRestore), r));
+      send_to(datasets_.back().homes[p], DataMessage::kRestore, r);
       versions_[first + p] = saved.versions[p];
     }
     datasets_.back().restored = true;
@@ -203,7 +204,7 @@ void DataController::flush() {
   if (pending_count_ == 0) return;
   for (int r = 0; r < size_; ++r) {
     Pending& p = pending_[static_cast<std::size_t>(r)];
-    for (auto& e : p.edits) send_to(r, DataMessage::kEdit, e);
+    for (auto& e : p.edits) send_(r, e);
     p.edits.clear();
     if (p.commands.empty()) continue;
     std::vector<std::vector<std::byte>> params;
@@ -213,15 +214,16 @@ void DataController::flush() {
     w(params, p.commands);
     p.commands.clear();
     p.params.clear();
-    send_to(r, DataMessage::kCommands, body_of(static_cast<std::uint8_t>(DataMessage::kCommands), w));
+    send_to(r, DataMessage::kCommands, w);
   }
   pending_count_ = 0;
 }
 
-void DataController::send_to(int rank, DataMessage, const std::vector<std::byte>& body) { send_(rank, body); }
+void DataController::send_to(int rank, DataMessage kind, const Writer& body) { send_(rank, message(kind, body)); }
 
-void DataController::send_all(DataMessage kind, const std::vector<std::byte>& body) {
-  for (int r = 0; r < size_; ++r) send_to(r, kind, body);
+void DataController::send_all(DataMessage kind, const Writer& body) {
+  const std::vector<std::byte> m = message(kind, body);
+  for (int r = 0; r < size_; ++r) send_(r, m);
 }
 
 // ---------------------------------------------------------------------------
@@ -316,7 +318,7 @@ void DataController::sync() {
   const std::uint64_t token = next_token_++;
   Writer w;
   w(token, next_key_);
-  send_all(DataMessage::kSync, body_of(static_cast<std::uint8_t>(DataMessage::kSync), w));
+  send_all(DataMessage::kSync, w);
   wait_until([&] {
     auto it = sync_replies_.find(token);
     return it != sync_replies_.end() && it->second >= size_;
@@ -347,7 +349,7 @@ std::vector<std::byte> DataController::plan_checkpoint(std::uint64_t sequence) {
   for (int r = 0; r < size_; ++r) {
     Writer w;
     w(sequence, plan[static_cast<std::size_t>(r)]);
-    send_to(r, DataMessage::kCheckpointPlan, body_of(static_cast<std::uint8_t>(DataMessage::kCheckpointPlan), w));
+    send_to(r, DataMessage::kCheckpointPlan, w);
   }
   return to_bytes(table);
 }
@@ -478,7 +480,7 @@ std::uint32_t DataController::install(const std::string& name, std::vector<detai
   for (int r = 0; r < size_; ++r) {
     Writer w;
     w(id, name, per_rank[static_cast<std::size_t>(r)]);
-    send_to(r, DataMessage::kInstall, body_of(static_cast<std::uint8_t>(DataMessage::kInstall), w));
+    send_to(r, DataMessage::kInstall, w);
   }
   templates_.push_back(std::move(t));
   return id;
@@ -550,8 +552,7 @@ void DataController::instantiate(std::uint32_t tmpl, std::vector<std::byte> para
   flush();
   Writer w;
   w(tmpl, next_task_, next_key_, params);
-  const auto body = body_of(static_cast<std::uint8_t>(DataMessage::kInstantiate), w);
-  send_all(DataMessage::kInstantiate, body);
+  send_all(DataMessage::kInstantiate, w);
   next_task_ += t.tasks.size();
   next_key_ += t.next_copy;
   for (const Use& u : t.uses) {
@@ -620,7 +621,7 @@ void DataController::move_tasks(std::uint32_t tmpl, std::span<const std::pair<st
   for (auto& [rank, e] : edits) {
     Writer w;
     w(tmpl, e.removed, e.added);
-    pending_[static_cast<std::size_t>(rank)].edits.push_back(body_of(static_cast<std::uint8_t>(DataMessage::kEdit), w));
+    pending_[static_cast<std::size_t>(rank)].edits.push_back(message(DataMessage::kEdit, w));
     ++pending_count_;
   }
   ++epoch_;

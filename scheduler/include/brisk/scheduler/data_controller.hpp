@@ -157,8 +157,8 @@ class DataController {
   // Issues one untemplated copy of `slot` from `from` to `to`.
   void issue_copy(std::uint32_t slot, int from, int to);
   void push(int rank, DataCommand cmd);
-  void send_all(DataMessage kind, const std::vector<std::byte>& body);
-  void send_to(int rank, DataMessage kind, const std::vector<std::byte>& body);
+  void send_all(DataMessage kind, const Writer& body);
+  void send_to(int rank, DataMessage kind, const Writer& body);
   void derive(ControllerTemplate& t, Use& u);
   DataCommand compute_command(const ControllerTemplate& t, std::uint32_t task) const;
   DataCommand copy_command(const Use& u, const Copy& c, bool sending) const;
