@@ -151,6 +151,24 @@ std::vector<fs::path> tmp_files(const fs::path& dir, std::uint64_t sequence) {
   return out;
 }
 
+// The writer's own temporary file of checkpoint `sequence` (ckpt-NNNNNN.h5.tmp-X-Y, X
+// and Y hex), not the short-lived side files MPI-IO makes next to it while it opens
+// the file (they share the prefix and come and go before the file itself exists).
+std::vector<fs::path> writer_tmp_files(const fs::path& dir, std::uint64_t sequence) {
+  std::vector<fs::path> out;
+  const std::string prefix = brisk::checkpoint_file_name(sequence) + ".tmp-";
+  for (const fs::path& p : tmp_files(dir, sequence)) {
+    const std::string rest = p.filename().string().substr(std::min(prefix.size(), p.filename().string().size()));
+    const auto dash = rest.find('-');
+    const bool hex_dash_hex = p.filename().string().rfind(prefix, 0) == 0 && dash != std::string::npos && dash > 0 &&
+                              dash + 1 < rest.size() &&
+                              rest.find_first_not_of("0123456789abcdef-") == std::string::npos &&
+                              rest.find('-', dash + 1) == std::string::npos;
+    if (hex_dash_hex) out.push_back(p);
+  }
+  return out;
+}
+
 TEST(CheckpointTest, RoundTripsObjectsDriverValuesAndMeta) {
   ScratchDir dir;
   const Params params{17, {0.5, -1.25, 3e10}, "pong", 0.001f};
@@ -320,10 +338,10 @@ TEST(CheckpointTest, WriterKilledMidCommitLeavesOnlyATmpThatReadersIgnore) {
     pid_t pid = 0;
     ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()), 0);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (tmp_files(dir.path(), 2).empty() && std::chrono::steady_clock::now() < deadline) {
+    while (writer_tmp_files(dir.path(), 2).empty() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    const bool saw_tmp = !tmp_files(dir.path(), 2).empty();
+    const bool saw_tmp = !writer_tmp_files(dir.path(), 2).empty();
     // The writer is inside commit (it made the .tmp): kill it for real.
     ::kill(pid, SIGKILL);
     int status = 0;
