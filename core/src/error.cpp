@@ -20,6 +20,9 @@ std::string describe(const ErrorInfo& e) {
       return fmt::format("task '{}': {}", e.function, e.message);
     case ErrorKind::kRankLost:
       return fmt::format("task '{}' was lost: {}", e.function, e.message);
+    case ErrorKind::kObjectLost:
+      if (e.function.empty()) return fmt::format("object lost: {}", e.message);
+      return fmt::format("object lost (made by '{}'): {}", e.function, e.message);
   }
   return e.message;
 }
@@ -33,6 +36,7 @@ void throw_error(const std::shared_ptr<const ErrorInfo>& info) {
   switch (info->kind) {
     case ErrorKind::kStoreFull: throw ObjectStoreError(info);
     case ErrorKind::kInfeasible: throw ResourceError(info);
+    case ErrorKind::kObjectLost: throw ObjectLostError(info);
     default: throw TaskError(info);
   }
 }

@@ -276,6 +276,10 @@ std::optional<std::string> apply_arena_bytes(std::string_view v, Options& o) {
   return std::nullopt;
 }
 
+std::optional<std::string> apply_lineage_bytes(std::string_view v, Options& o) {
+  return apply_size(v, o.lineage_bytes);
+}
+
 std::optional<std::string> apply_ms(std::string_view v, int& field, long long min, long long max) {
   const auto n = parse_unsigned<long long>(v);
   if (!n || *n < min || *n > max) {
@@ -323,7 +327,7 @@ std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
 }
 
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 27> kSpecs = {{
+constexpr std::array<OptionSpec, 28> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -393,6 +397,10 @@ constexpr std::array<OptionSpec, 27> kSpecs = {{
      "With --brisk-transport=ucx, a rank whose heartbeats stop for this long is declared "
      "dead and its work runs elsewhere (a killed process is reported sooner by the transport).",
      apply_failure_timeout_ms},
+    {"brisk-lineage-bytes", "BRISK_LINEAGE_BYTES", "SIZE", "1G", kSizeExpected,
+     "With --brisk-transport=ucx, argument bytes each rank keeps alive as lineage, to make "
+     "a result again when the rank holding it dies; past it the oldest lineage is dropped.",
+     apply_lineage_bytes},
     {"brisk-checkpoint-dir", "BRISK_CHECKPOINT_DIR", "DIR", "brisk_checkpoints", "expected a directory path",
      "Where brisk::checkpoint::now() writes checkpoints (a file system every rank shares).",
      apply_checkpoint_dir},

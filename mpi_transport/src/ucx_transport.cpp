@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -57,6 +58,11 @@ struct UcxTransport::Impl {
 
   std::mutex dead_mutex;
   std::vector<bool> dead;
+  // Sends and gets hold it shared while they use an endpoint; disconnect() holds it
+  // exclusively while it closes one.
+  std::shared_mutex ep_mutex;
+  std::vector<bool> closed;                 // endpoints closed by disconnect()
+  std::vector<ucs_status_ptr_t> closing;    // their close requests, freed at the end
 
   std::mutex rkey_mutex;
   std::map<std::pair<int, std::vector<std::byte>>, ucp_rkey_h> rkeys;
@@ -180,6 +186,7 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   MPI_Comm_size(impl->comm, &impl->size);
   impl->inbox.resize(static_cast<std::size_t>(impl->size));
   impl->dead.assign(static_cast<std::size_t>(impl->size), false);
+  impl->closed.assign(static_cast<std::size_t>(impl->size), false);
 
   // UCX notices a dead peer on a failed operation or through keepalive, every 20 s
   // by default: far too slow to run through a failure. UCX reads this from the
@@ -263,8 +270,9 @@ UcxTransport::~UcxTransport() {
     for (auto& [k, rkey] : impl_->rkeys) ucp_rkey_destroy(rkey);
     impl_->rkeys.clear();
   }
-  std::vector<ucs_status_ptr_t> closing;
+  std::vector<ucs_status_ptr_t> closing = std::move(impl_->closing);
   for (int r = 0; r < impl_->size; ++r) {
+    if (impl_->closed[static_cast<std::size_t>(r)]) continue;
     ucp_request_param_t p{};
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = impl_->is_dead(r) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
@@ -285,6 +293,23 @@ Rank UcxTransport::rank() const noexcept { return Rank{impl_->rank}; }
 int UcxTransport::size() const noexcept { return impl_->size; }
 void UcxTransport::set_message_handler(MessageHandler h) { impl_->on_message = std::move(h); }
 void UcxTransport::set_failure_handler(FailureHandler h) { impl_->on_failure = std::move(h); }
+
+void UcxTransport::disconnect(Rank peer) {
+  const int r = peer.value;
+  if (r < 0 || r >= impl_->size || r == impl_->rank) return;
+  std::unique_lock ep_lock(impl_->ep_mutex);
+  if (impl_->closed[static_cast<std::size_t>(r)]) return;
+  {
+    std::lock_guard lock(impl_->dead_mutex);
+    impl_->dead[static_cast<std::size_t>(r)] = true;
+  }
+  impl_->closed[static_cast<std::size_t>(r)] = true;
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  ucs_status_ptr_t req = ucp_ep_close_nbx(impl_->eps[static_cast<std::size_t>(r)], &p);
+  if (UCS_PTR_IS_PTR(req)) impl_->closing.push_back(req);
+}
 void UcxTransport::barrier() {
   // Keeps UCX moving while it waits: a rendezvous sender must progress for its
   // receiver to get the data.
@@ -294,6 +319,7 @@ void UcxTransport::barrier() {
 Status UcxTransport::send(Rank to, std::vector<std::byte> message) {
   if (to.value < 0 || to.value >= impl_->size)
     return invalid_argument(fmt::format("no rank {} in a job of {}", to.value, impl_->size));
+  std::shared_lock ep_lock(impl_->ep_mutex);
   if (impl_->is_dead(to.value)) return unavailable(fmt::format("rank {} is dead", to.value));
   auto* s = new SendState{std::move(message), impl_->rank};
   ucp_request_param_t p{};
@@ -402,6 +428,7 @@ Status UcxTransport::get(const RemoteRegion& remote, std::uint64_t offset, void*
   const int owner = remote.owner.value;
   if (owner < 0 || owner >= impl_->size) return invalid_argument(fmt::format("no rank {} in a job of {}", owner, impl_->size));
   if (offset + length > remote.length) return invalid_argument("get outside the registered region");
+  std::shared_lock ep_lock(impl_->ep_mutex);
   if (impl_->is_dead(owner)) return unavailable(fmt::format("rank {} is dead", owner));
   ucp_ep_h ep = impl_->eps[static_cast<std::size_t>(owner)];
   ucp_rkey_h rkey = nullptr;

@@ -47,6 +47,8 @@ enum : std::uint8_t {
   kCtlEnd = 5,            // rank 0: the driver returned this exit code
   kCtlRankDead = 6,       // a global scheduler declared a rank dead (its heartbeats stopped)
   kCtlCheckpoint = 7,     // rank 0: take part in checkpoint N
+  kCtlLocate = 8,         // a borrower asks the owner where an object's copy is now (its holder died)
+  kCtlLocated = 9,        // the owner's answer: the new copy, or why there is none
 };
 
 // Task spec routes.
@@ -201,6 +203,8 @@ void Cluster::on_rank_lost(Rank peer, const Status& why) {
   detail::actors_rank_lost(peer.value);
   lost_[static_cast<std::size_t>(peer.value)].store(true, std::memory_order_release);
   any_lost_.store(true, std::memory_order_release);
+  // A rank declared dead may only be hung: transfers from it must not wait on it.
+  transport_.disconnect(peer);
   // Once the end is announced, ranks leaving are expected.
   if (end_code_.load(std::memory_order_acquire) == kNoEnd) {
     std::fprintf(stderr, "brisk: rank %d: rank %d was lost: %s\n", self_.value, peer.value, why.message().c_str());
@@ -233,42 +237,57 @@ void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
 }
 
 void Cluster::fail_pending_on(Rank peer) {
-  std::vector<std::pair<TaskId, Pending>> lost;
-  std::vector<std::shared_ptr<const std::vector<std::byte>>> replay;
+  std::vector<std::pair<TaskId, Pending>> lost, replay;
   {
     std::lock_guard lock(pending_mutex_);
     for (auto it = pending_.begin(); it != pending_.end();) {
-      if (it->second.lineage.executor != peer) {
+      const bool there = it->second.lineage.executor == peer;
+      if (!there && !it->second.placed_elsewhere) {
         ++it;
-      } else if (it->second.spec) {
-        // Runs again elsewhere: the entry stays, waiting for the new executor's result.
-        it->second.lineage.executor = self_;
-        replay.push_back(it->second.spec);
+      } else if (it->second.task) {
+        // Runs again elsewhere; a result that still comes from an earlier run is dropped.
         {
           std::lock_guard rl(replayed_mutex_);
           replayed_.insert(it->first);
         }
-        ++it;
-      } else {
+        replay.emplace_back(it->first, it->second);
+        it = pending_.erase(it);
+      } else if (there) {
         lost.emplace_back(it->first, it->second);
         it = pending_.erase(it);
+      } else {
+        ++it;
       }
     }
   }
-  const Rank gs = config_.roles.scheduler_for(self_);
   tasks_replayed_.fetch_add(replay.size(), std::memory_order_relaxed);
-  for (const auto& spec : replay) {
-    if (gs == self_) {
-      place(*spec);
-    } else if (!rank_lost(gs)) {
-      post(gs, FrameKind::kTask, *spec);
-    }
-  }
+  for (auto& [id, p] : replay) reship(p.task, p.result, p.rebuild);
   for (auto& [id, p] : lost) {
     p.result->complete_error(make_error(ErrorKind::kRankLost, fmt::format("rank {} was lost while it held the task", peer.value),
                                         p.name ? p.name : "?", peer.value));
     p.result->release();
   }
+}
+
+void Cluster::reship(TaskBase* task, ObjectState* result, bool rebuild) noexcept {
+  task->restore_result(result);
+  const Rank gs = config_.roles.scheduler_for(self_);
+  if (gs != self_ && !rank_lost(gs)) {
+    ship(task, gs, true, rebuild);
+    return;
+  }
+  std::vector<ObjectState*> args;
+  task->arg_objects(args);
+  const auto* demand = task->resources();
+  const Rank to = choose_node(demand ? *demand : kNoDemand, locality_hints(args));
+  if (to.value < 0) {
+    task->cancel(make_error(rebuild ? ErrorKind::kObjectLost : ErrorKind::kRankLost,
+                            "no live rank can meet its resource demand to run it again", task->name(), self_.value));
+    delete task;
+    return;
+  }
+  // Shipped even to this rank, so that the result comes back as a result.
+  ship(task, to, false, rebuild);
 }
 
 void Cluster::send_to_live_ranks(std::span<const std::byte> control) {
@@ -618,18 +637,30 @@ void Cluster::run_here(TaskBase* task) noexcept {
     std::atomic<int> left;
     std::mutex mutex;
     Status first_error;
+    std::shared_ptr<const ErrorInfo> lost;  // an argument that is lost for good
   };
   auto g = std::make_shared<Gather>();
   g->left.store(static_cast<int>(remote.size()));
   for (ObjectState* o : remote) {
-    fetch_async(o, [this, g, task](const Status& st) {
+    fetch_async(o, [this, g, task, o](const Status& st) {
       if (!st.ok()) {
+        std::shared_ptr<const ErrorInfo> lost;
+        {
+          std::lock_guard lock(o->dist()->mutex);
+          lost = o->dist()->lost;
+        }
         std::lock_guard lock(g->mutex);
-        if (g->first_error.ok()) g->first_error = st;
+        if (g->first_error.ok()) {
+          g->first_error = st;
+          g->lost = std::move(lost);
+        }
       }
       if (g->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
       if (g->first_error.ok()) {
         local_.submit(task);
+      } else if (g->lost) {
+        task->cancel(g->lost);
+        delete task;
       } else {
         task->cancel(make_error(ErrorKind::kTaskFailed,
                                 fmt::format("an argument could not be fetched: {}", g->first_error.message()),
@@ -646,9 +677,10 @@ void Cluster::block_begin() noexcept { local_.block_begin(); }
 void Cluster::block_end() noexcept { local_.block_end(); }
 int Cluster::current_worker() const noexcept { return local_.current_worker(); }
 
-void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
+void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) noexcept {
   Writer w;
   w.reserve(128);
+  bool handed = false;  // the pending entry owns the result (and the task, if kept)
   try {
     const TaskId id = task->id();
     const TaskOptions* options = task->options();
@@ -671,8 +703,8 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
       }
       auto left = std::make_shared<std::atomic<int>>(static_cast<int>(remote.size()));
       for (ObjectState* o : remote) {
-        fetch_async(o, [this, task, to, for_placement, left](const Status&) {
-          if (left->fetch_sub(1) == 1) ship(task, to, for_placement);
+        fetch_async(o, [this, task, to, for_placement, rebuild, left](const Status&) {
+          if (left->fetch_sub(1) == 1) ship(task, to, for_placement, rebuild);
         });
       }
       return;
@@ -693,17 +725,16 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
       std::lock_guard lock(d.mutex);
       d.lineage = true;
     }
-    std::shared_ptr<const std::vector<std::byte>> spec;
-    if (keep_specs_ && !task->actor_call()) {  // an actor call cannot run anywhere else
-      auto bytes = std::make_shared<std::vector<std::byte>>(w.bytes().begin(), w.bytes().end());
-      (*bytes)[0] = std::byte{kRoutePlace};
-      spec = std::move(bytes);
-    }
+    // Where ranks can die without ending the job (ucx), the task is kept to run it
+    // again; an actor call cannot run anywhere else.
+    const bool keep = keep_specs_ && !task->actor_call();
     {
       std::lock_guard lock(pending_mutex_);
-      pending_.emplace(id, Pending{result, task->name(), std::move(lineage), std::move(spec)});
+      pending_.emplace(id, Pending{result, task->name(), std::move(lineage), keep ? task : nullptr, rebuild, for_placement});
     }
-    delete task;  // drops the arguments; lent references stay counted on their objects
+    handed = true;
+    // Otherwise it goes now; lent references stay counted on their objects.
+    if (!keep) delete task;
     if (rank_lost(to)) {  // checked after the entry exists: a loss found meanwhile swept it or sweeps now
       fail_pending_on(to);
       return;
@@ -711,10 +742,16 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement) noexcept {
     tasks_sent_.fetch_add(1, std::memory_order_relaxed);
     if (for_placement && to == self_) {
       place(w.bytes());
+    } else if (to == self_) {
+      handle_task(self_, w.bytes());  // a task run again here
     } else {
       post(to, FrameKind::kTask, w.bytes());
     }
   } catch (const std::exception& e) {
+    if (handed) {
+      std::fprintf(stderr, "brisk: rank %d: could not send a task to rank %d: %s\n", self_.value, to.value, e.what());
+      return;
+    }
     task->cancel(make_error(ErrorKind::kTaskFailed, fmt::format("could not send the task to rank {}: {}", to.value, e.what()),
                             task->name(), self_.value));
     delete task;
@@ -823,6 +860,15 @@ void Cluster::place(std::span<const std::byte> record) {
     return;
   }
   tasks_placed_.fetch_add(1, std::memory_order_relaxed);
+  if (h.owner == self_.value && keep_specs_) {
+    // This rank's own task: its executor is known now.
+    std::lock_guard lock(pending_mutex_);
+    auto it = pending_.find(h.id);
+    if (it != pending_.end()) {
+      it->second.lineage.executor = to;
+      it->second.placed_elsewhere = false;
+    }
+  }
   std::vector<std::byte> copy(record.begin(), record.end());
   copy[0] = std::byte{kRouteRun};
   if (to == self_) {
@@ -954,8 +1000,35 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
     std::lock_guard lock(pending_mutex_);
     auto it = pending_.find(id);
     if (it == pending_.end()) {
-      std::lock_guard rl(replayed_mutex_);
-      if (replayed_.count(id) == 0) malformed(from, fmt::format("result for unknown task {}", id.hex()));
+      bool duplicate = false;
+      {
+        std::lock_guard rl(replayed_mutex_);
+        duplicate = replayed_.count(id) != 0;
+      }
+      if (!duplicate) {
+        malformed(from, fmt::format("result for unknown task {}", id.hex()));
+        return;
+      }
+      // A task run twice (its rank was thought lost, or its result's holder died):
+      // the copy this late result left on its holder is not needed.
+      try {
+        std::uint8_t form = 0;
+        ObjectId oid;
+        r(form, oid.hi, oid.lo);
+        if (form == detail::kObjRemote) {
+          int owner = 0, lender = 0;
+          RemoteCopy copy;
+          r(owner, lender, copy);
+          if (copy.region.owner == self_) {
+            release_held(oid);
+          } else if (copy.region.owner.value >= 0 && copy.region.owner.value < size_ && !rank_lost(copy.region.owner)) {
+            Writer w;
+            w(kRefFree, oid.hi, oid.lo);
+            post(copy.region.owner, FrameKind::kRefCount, w.bytes());
+          }
+        }
+      } catch (const std::exception&) {
+      }
       return;
     }
     p = it->second;
@@ -967,13 +1040,19 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
     control_->add_lineage(p.lineage);
   }
   ObjectState* o = p.result;
+  TaskBase* keep = nullptr;  // the task, kept as the lineage of a result held elsewhere
   try {
     std::uint8_t form = 0;
     ObjectId oid;
     r(form, oid.hi, oid.lo);
     switch (form) {
       case detail::kObjInline:
-        o->complete_from(r);
+        if (p.rebuild) {
+          if (o->residency() == Residency::kRemote) o->fill_remote(r);
+          relocated(o, std::nullopt, nullptr);
+        } else {
+          o->complete_from(r);
+        }
         break;
       case detail::kObjRemote: {
         int owner = 0, lender = 0;
@@ -985,15 +1064,21 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
         {
           std::lock_guard lock(d.mutex);
           d.owner = self_;
-          d.copy = copy;
+          std::erase_if(d.holders, [this](int h) { return rank_lost(Rank{h}); });
           d.holders.push_back(holder);
+          if (!p.rebuild) d.copy = copy;
         }
-        o->complete_remote(copy.length);
+        if (holder != self_.value) std::swap(keep, p.task);
+        if (p.rebuild) {
+          relocated(o, copy, nullptr);
+        } else {
+          o->complete_remote(copy.length);
+        }
         break;
       }
       case detail::kObjError: {
         auto e = detail::read_error_info(r);
-        if (e->kind == ErrorKind::kNotRegistered || e->function.empty()) {
+        if (e->kind == ErrorKind::kNotRegistered || (e->function.empty() && e->kind != ErrorKind::kObjectLost)) {
           auto fixed = std::make_shared<ErrorInfo>(*e);
           fixed->function = p.name;
           if (e->kind == ErrorKind::kNotRegistered) {
@@ -1002,19 +1087,284 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
           }
           e = fixed;
         }
-        o->complete_error(std::move(e));
+        if (p.rebuild) {
+          relocated(o, std::nullopt, lost_error(o, fmt::format("running '{}' again failed: {}", p.name, e->message)));
+        } else {
+          o->complete_error(std::move(e));
+        }
         break;
       }
       default:
         throw SerializationError(fmt::format("unknown object form {}", form));
     }
   } catch (const std::exception& e) {
-    if (!o->ready()) {
+    if (p.rebuild) {
+      relocated(o, std::nullopt, lost_error(o, fmt::format("its result from rank {} was malformed: {}", from.value, e.what())));
+    } else if (!o->ready()) {
       o->complete_error(make_error(ErrorKind::kTaskFailed, fmt::format("its result from rank {} was malformed: {}", from.value, e.what()),
                                    p.name, from.value));
     }
     malformed(from, fmt::format("result: {}", e.what()));
   }
+  if (keep) keep_lineage(o->id(), keep);
+  delete p.task;  // outside every lock: it releases its arguments
+  o->release();
+}
+
+// ---------------------------------------------------------------------------
+// Lineage replay of objects whose holder died.
+
+void Cluster::keep_lineage(ObjectId id, TaskBase* task) {
+  std::vector<TaskBase*> dropped;
+  {
+    std::vector<ObjectState*> args;
+    task->arg_objects(args);
+    std::uint64_t bytes = 0;
+    for (ObjectState* a : args) bytes += a->bytes();
+    std::lock_guard lock(lineage_mutex_);
+    const std::uint64_t order = ++lineage_order_;
+    auto [it, fresh] = lineage_.try_emplace(id, Lineage{task, bytes, order});
+    if (!fresh) {  // kept already (a second rebuild): the newer task stands
+      dropped.push_back(it->second.task);
+      lineage_bytes_ -= it->second.bytes;
+      lineage_fifo_.erase(it->second.order);
+      it->second = Lineage{task, bytes, order};
+    }
+    lineage_fifo_.emplace(order, id);
+    lineage_bytes_ += bytes;
+    while (lineage_bytes_ > config_.lineage_bytes && !lineage_fifo_.empty()) {
+      auto oldest = lineage_.find(lineage_fifo_.begin()->second);
+      lineage_fifo_.erase(lineage_fifo_.begin());
+      if (oldest == lineage_.end()) continue;
+      lineage_bytes_ -= oldest->second.bytes;
+      dropped.push_back(oldest->second.task);
+      lineage_.erase(oldest);
+    }
+  }
+  for (TaskBase* t : dropped) delete t;
+}
+
+TaskBase* Cluster::take_lineage(ObjectId id) {
+  std::lock_guard lock(lineage_mutex_);
+  auto it = lineage_.find(id);
+  if (it == lineage_.end()) return nullptr;
+  TaskBase* task = it->second.task;
+  lineage_bytes_ -= it->second.bytes;
+  lineage_fifo_.erase(it->second.order);
+  lineage_.erase(it);
+  return task;
+}
+
+std::shared_ptr<const ErrorInfo> Cluster::lost_error(ObjectState* o, std::string why) {
+  objects_lost_.fetch_add(1, std::memory_order_relaxed);
+  return make_error(ErrorKind::kObjectLost, fmt::format("object {}: {}", o->id().hex(), why), "", self_.value);
+}
+
+std::optional<RemoteCopy> Cluster::local_copy(ObjectState* o) {
+  DistInfo& d = o->ensure_dist();
+  {
+    std::lock_guard lock(d.mutex);
+    if (d.exported) return d.exported;
+  }
+  bool in_place = false;
+  std::optional<RemoteCopy> copy = export_object(o, in_place);
+  if (!copy) return std::nullopt;
+  bool fresh = false;
+  {
+    std::lock_guard lock(d.mutex);
+    if (d.exported) {
+      if (!in_place) arena_alloc_.free(block_of(copy->offset));  // another thread exported it meanwhile
+      copy = d.exported;
+    } else {
+      d.exported = copy;
+      d.exported_in_place = in_place;
+      d.owner = self_;
+      fresh = true;
+      exported_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  if (fresh) control_->add_object(ObjectRecord{o->id(), self_, copy->length, false});
+  return copy;
+}
+
+void Cluster::relocate(ObjectState* o) noexcept {
+  DistInfo* d = o->dist();
+  if (!d) return;
+  Rank owner;
+  bool proxy = false;
+  Rank holder;
+  {
+    std::lock_guard lock(d->mutex);
+    if (d->relocating || d->fetching || d->lost) return;
+    d->relocating = true;
+    proxy = d->proxy;
+    owner = d->owner;
+    holder = d->copy ? d->copy->region.owner : self_;
+  }
+  if (proxy) {
+    if (owner == self_ || rank_lost(owner)) {
+      relocated(o, std::nullopt,
+                lost_error(o, fmt::format("its copy was on rank {}, which died, and its owner, rank {}, is {}", holder.value,
+                                          owner.value, owner == self_ ? "this rank" : "dead too")));
+      return;
+    }
+    Writer w;
+    w(static_cast<std::uint8_t>(kCtlLocate), o->id().hi, o->id().lo);
+    send_frame(owner, FrameKind::kControl, std::vector<std::byte>(w.bytes().begin(), w.bytes().end()));
+    return;
+  }
+  if (o->residency() != Residency::kRemote) {
+    relocated(o, std::nullopt, nullptr);  // the value is here
+    return;
+  }
+  TaskBase* task = take_lineage(o->id());
+  if (!task) {
+    relocated(o, std::nullopt,
+              lost_error(o, fmt::format("its only copy was on rank {}, which died, and it has no lineage to make it again "
+                                        "(made by put, made on mpi, or its lineage was dropped past --brisk-lineage-bytes)",
+                                        holder.value)));
+    return;
+  }
+  objects_rebuilt_.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard rl(replayed_mutex_);
+    replayed_.insert(task->id());
+  }
+  o->add_ref();  // the pending entry's
+  reship(task, o, true);
+}
+
+void Cluster::relocated(ObjectState* o, std::optional<RemoteCopy> copy, std::shared_ptr<const ErrorInfo> lost) noexcept {
+  DistInfo* d = o->dist();
+  std::vector<std::function<void(const Status&)>> callbacks;
+  std::vector<int> locators;
+  bool pull = false;
+  {
+    std::lock_guard lock(d->mutex);
+    d->relocating = false;
+    locators.swap(d->locators);
+    if (lost) {
+      d->lost = lost;
+      callbacks.swap(d->on_fetched);
+    } else if (copy) {
+      d->copy = copy;
+      if (!d->on_fetched.empty() && o->residency() == Residency::kRemote && !d->fetching) {
+        d->fetching = true;
+        pull = true;
+      }
+    } else {
+      d->copy.reset();  // the value is here: peers pull this rank's own export
+      callbacks.swap(d->on_fetched);
+    }
+  }
+  std::optional<RemoteCopy> answer = copy;
+  std::shared_ptr<const ErrorInfo> refusal = lost;
+  if (!locators.empty() && !lost && !copy) {
+    answer = local_copy(o);
+    if (!answer) refusal = lost_error(o, "its owner has the value but no room in its arena to lend it");
+  }
+  for (int r : locators) {
+    if (rank_lost(Rank{r})) continue;
+    Writer w;
+    w(static_cast<std::uint8_t>(kCtlLocated), o->id().hi, o->id().lo, static_cast<std::uint8_t>(answer.has_value()));
+    if (answer) {
+      w(*answer);
+    } else {
+      detail::write_error_info(w, *refusal);
+    }
+    send_frame(Rank{r}, FrameKind::kControl, std::vector<std::byte>(w.bytes().begin(), w.bytes().end()));
+  }
+  const Status st = lost ? unavailable(lost->message) : Status();
+  for (auto& cb : callbacks) cb(st);
+  if (pull) {
+    o->add_ref();  // start_pull's, released by finish_fetch
+    start_pull(o, *copy);
+  }
+}
+
+void Cluster::handle_locate(Rank from, Reader& r) {
+  ObjectId id;
+  r(id.hi, id.lo);
+  ObjectState* o = nullptr;
+  {
+    std::lock_guard lock(directory_mutex_);
+    auto it = directory_.find(id);
+    if (it != directory_.end() && it->second->try_add_ref()) o = it->second;
+  }
+  DistInfo* d = o ? o->dist() : nullptr;
+  if (!d || d->proxy) {
+    if (o) o->release();
+    Writer w;
+    w(static_cast<std::uint8_t>(kCtlLocated), id.hi, id.lo, std::uint8_t{0});
+    detail::write_error_info(w, *make_error(ErrorKind::kObjectLost,
+                                            fmt::format("object {}: its owner, rank {}, no longer has it", id.hex(), self_.value),
+                                            "", self_.value));
+    send_frame(from, FrameKind::kControl, std::vector<std::byte>(w.bytes().begin(), w.bytes().end()));
+    return;
+  }
+  bool answer_now = false, rebuild = false;
+  {
+    std::lock_guard lock(d->mutex);
+    if (d->lost) {
+      d->locators.push_back(from.value);
+      answer_now = true;
+    } else if (d->relocating) {
+      d->locators.push_back(from.value);
+    } else {
+      d->locators.push_back(from.value);
+      const bool here = o->residency() != Residency::kRemote;
+      const bool live_copy = d->copy && !rank_lost(d->copy->region.owner);
+      if (here || live_copy) {
+        answer_now = true;
+      } else {
+        rebuild = true;
+      }
+    }
+  }
+  if (answer_now) {
+    std::optional<RemoteCopy> copy;
+    std::shared_ptr<const ErrorInfo> lost;
+    {
+      std::lock_guard lock(d->mutex);
+      lost = d->lost;
+      if (!lost && o->residency() == Residency::kRemote) copy = d->copy;
+      d->relocating = true;  // relocated() clears it
+    }
+    relocated(o, copy, lost);
+  } else if (rebuild) {
+    relocate(o);
+  }
+  o->release();
+}
+
+void Cluster::handle_located(Rank from, Reader& r) {
+  ObjectId id;
+  std::uint8_t ok = 0;
+  r(id.hi, id.lo, ok);
+  std::optional<RemoteCopy> copy;
+  std::shared_ptr<const ErrorInfo> lost;
+  if (ok) {
+    RemoteCopy c;
+    r(c);
+    if (c.region.owner.value < 0 || c.region.owner.value >= size_) throw SerializationError("holder rank out of range");
+    copy = c;
+  } else {
+    lost = detail::read_error_info(r);
+  }
+  ObjectState* o = nullptr;
+  {
+    std::lock_guard lock(directory_mutex_);
+    auto it = directory_.find(id);
+    if (it != directory_.end() && it->second->try_add_ref()) o = it->second;
+  }
+  if (!o) return;  // dropped meanwhile
+  DistInfo* d = o->dist();
+  if (!d || !d->proxy || d->owner != from) {
+    o->release();
+    throw SerializationError(fmt::format("an answer about object {} from rank {}, which does not own it", id.hex(), from.value));
+  }
+  if (lost) objects_lost_.fetch_add(1, std::memory_order_relaxed);
+  relocated(o, copy, lost);
   o->release();
 }
 
@@ -1100,28 +1450,11 @@ void Cluster::encode_object(Writer& w, ObjectState* o, Rank) {
     return;
   }
   if (!copy) {
-    bool in_place = false;
-    copy = export_object(o, in_place);
+    copy = local_copy(o);
     if (!copy) {
       write_inline(w, o);  // no room in the arena: inline (frames carry up to 1 GiB)
       return;
     }
-    DistInfo& nd = o->ensure_dist();
-    bool fresh = false;
-    {
-      std::lock_guard lock(nd.mutex);
-      if (nd.exported) {
-        if (!in_place) arena_alloc_.free(block_of(copy->offset));  // another thread exported it meanwhile
-        copy = nd.exported;
-      } else {
-        nd.exported = copy;
-        nd.exported_in_place = in_place;
-        nd.owner = self_;
-        fresh = true;
-        exported_.fetch_add(1, std::memory_order_relaxed);
-      }
-    }
-    if (fresh) control_->add_object(ObjectRecord{id, self_, copy->length, false});
   }
   // Lend one reference to whoever decodes this; they give it back when done.
   remember(o);
@@ -1233,11 +1566,13 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
   }
   const ObjectId id = o->id();
   try {
-    for (const auto& [lender, n] : d->borrowed) drop_borrow(Rank{lender}, id, n);
+    for (const auto& [lender, n] : d->borrowed) {
+      if (!rank_lost(Rank{lender})) drop_borrow(Rank{lender}, id, n);
+    }
     for (int holder : d->holders) {
       if (holder == self_.value) {
         release_held(id);
-      } else {
+      } else if (!rank_lost(Rank{holder})) {
         Writer w;
         w(kRefFree, id.hi, id.lo);
         post(Rank{holder}, FrameKind::kRefCount, w.bytes());
@@ -1253,6 +1588,7 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
     control_->add_object(ObjectRecord{id, self_, d->exported->length, true});
   }
   if (d->lineage || !d->holders.empty() || d->exported) control_->forget(id);
+  if (keep_specs_ && !d->proxy) delete take_lineage(id);  // releases its arguments (no lock held)
 }
 
 void Cluster::release_held(ObjectId id) {
@@ -1282,21 +1618,38 @@ void Cluster::fetch_async(ObjectState* o, std::function<void(const Status&)> don
     return;
   }
   RemoteCopy copy;
+  bool holder_lost = false;
   {
     std::lock_guard lock(d->mutex);
     if (o->residency() != Residency::kRemote) {
       done(Status());
       return;
     }
+    if (d->lost) {
+      const std::string why = d->lost->message;
+      d->mutex.unlock();
+      done(unavailable(why));
+      d->mutex.lock();
+      return;
+    }
     d->on_fetched.push_back(std::move(done));
-    if (d->fetching) return;
-    d->fetching = true;
+    if (d->fetching || d->relocating) return;
     copy = *d->copy;
+    holder_lost = rank_lost(copy.region.owner);
+    if (!holder_lost) d->fetching = true;
   }
+  if (holder_lost) {
+    relocate(o);  // the pull starts once a new copy is known
+    return;
+  }
+  o->add_ref();  // kept until the pull ends
+  start_pull(o, copy);
+}
+
+void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
   fetches_.fetch_add(1, std::memory_order_relaxed);
   fetched_bytes_.fetch_add(copy.length, std::memory_order_relaxed);
   fetches_in_flight_.fetch_add(1, std::memory_order_relaxed);
-  o->add_ref();  // kept until the pull ends
   const Rank holder = copy.region.owner;
   if (holder == self_) {
     // Our own exported copy (a task came back to the rank that holds its bytes).
@@ -1343,6 +1696,7 @@ void Cluster::fetch_async(ObjectState* o, std::function<void(const Status&)> don
     return;
   }
   Status st = transport_.get(copy.region, copy.offset, dst, copy.length, [this, o, copy, staging](Status s) {
+    const bool holder_failed = !s.ok();
     if (s.ok()) {
       try {
         if (copy.raw) {
@@ -1357,12 +1711,34 @@ void Cluster::fetch_async(ObjectState* o, std::function<void(const Status&)> don
     } else if (copy.raw) {
       o->abort_fetch();
     }
+    if (holder_failed && keep_specs_) {
+      // Where the transport reports dead peers (ucx), a failed pull means the holder
+      // died: the copy is made again or asked for, and the waiting pulls go on then.
+      on_rank_lost(copy.region.owner, s);
+      retry_pull(o);
+      return;
+    }
     finish_fetch(o, s);
   });
   if (!st.ok()) {
     if (copy.raw) o->abort_fetch();
+    if (keep_specs_ && st.code() == StatusCode::kUnavailable) {
+      on_rank_lost(holder, st);
+      retry_pull(o);
+      return;
+    }
     finish_fetch(o, st);
   }
+}
+
+void Cluster::retry_pull(ObjectState* o) {
+  fetches_in_flight_.fetch_sub(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(o->dist()->mutex);
+    o->dist()->fetching = false;
+  }
+  relocate(o);
+  o->release();
 }
 
 void Cluster::finish_fetch(ObjectState* o, const Status& status) {
@@ -1409,7 +1785,15 @@ void Cluster::fetch(ObjectState* o) {
       local_.block_end();
     }
   }
-  if (!w->status.ok()) throw Error("brisk: could not fetch object " + o->id().hex() + ": " + w->status.message());
+  if (!w->status.ok()) {
+    std::shared_ptr<const ErrorInfo> lost;
+    {
+      std::lock_guard lock(o->dist()->mutex);
+      lost = o->dist()->lost;
+    }
+    if (lost) detail::throw_error(lost);
+    throw Error("brisk: could not fetch object " + o->id().hex() + ": " + w->status.message());
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -1512,6 +1896,12 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
         if (sequence == 0) throw SerializationError("checkpoint sequence 0");
         checkpoint_request_.store(sequence, std::memory_order_release);
       });
+      return;
+    case kCtlLocate:
+      read_control(from, body, "object locate request", [&](Reader& r) { handle_locate(from, r); });
+      return;
+    case kCtlLocated:
+      read_control(from, body, "object location", [&](Reader& r) { handle_located(from, r); });
       return;
     case kCtlEnd:
       read_control(from, body, "end of job", [&](Reader& r) {
@@ -1623,6 +2013,12 @@ ClusterStats Cluster::stats() const {
   s.fetched_bytes = fetched_bytes_.load();
   s.malformed = malformed_.load();
   s.tasks_replayed = tasks_replayed_.load();
+  s.objects_rebuilt = objects_rebuilt_.load();
+  s.objects_lost = objects_lost_.load();
+  {
+    std::lock_guard lock(const_cast<std::mutex&>(lineage_mutex_));
+    s.lineage = lineage_.size();
+  }
   s.frames_sent = frames_sent_.load();
   s.arena_used = arena_alloc_.used();
   {

@@ -202,6 +202,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     cc.host = topology->hostname();
     cc.shard_events = options.shard_events;
     cc.failure_timeout = std::chrono::milliseconds(options.failure_timeout_ms);
+    cc.lineage_bytes = options.lineage_bytes;
     cluster = std::make_unique<Cluster>(*wire.transport, node.scheduler(), node.events(), wire.arena,
                                         std::move(wire.registration), cc);
     for (const FunctionInfo* f : registered_functions()) {

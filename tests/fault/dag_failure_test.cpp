@@ -5,6 +5,11 @@
 //       dag_failure_test --brisk-transport=ucx [--seed=N]
 // With --stop the victim stops (SIGSTOP) instead: a hung rank, found by its silent
 // heartbeats (--brisk-failure-timeout-ms), not by the transport.
+// With --big every result is a 128 KiB vector, too large to travel inline: it stays
+// on the rank that made it, so results that were complete on the dead rank must be
+// made again from lineage (recursively, for inputs that died with them). With
+// --big --expect-lost (and --brisk-lineage-bytes=0, no lineage kept) those results
+// are lost instead, and get raises ObjectLostError for them.
 // Prints "dag failure test OK" on success.
 #include <signal.h>
 #include <unistd.h>
@@ -13,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,6 +49,35 @@ std::uint64_t combine(std::uint64_t a, std::uint64_t b) {
   return mix(a, b);
 }
 BRISK_REMOTE(combine);
+
+// --big: the value is word 0; the other words are derived from it and checked.
+constexpr std::size_t kWords = 16 * 1024;  // 128 KiB
+
+std::vector<std::uint64_t> spread(std::uint64_t v) {
+  std::vector<std::uint64_t> out(kWords);
+  for (std::size_t i = 0; i < kWords; ++i) out[i] = v ^ (i * 0x9E3779B97F4A7C15ULL);
+  return out;
+}
+
+std::uint64_t value_of(const std::vector<std::uint64_t>& v) {
+  if (v.size() != kWords) throw std::runtime_error("a result of the wrong size");
+  for (std::size_t i = 1; i < kWords; i += 997) {
+    if (v[i] != (v[0] ^ (i * 0x9E3779B97F4A7C15ULL))) throw std::runtime_error("a corrupt result");
+  }
+  return v[0];
+}
+
+std::vector<std::uint64_t> big_leaf(std::uint64_t i) {
+  work();
+  return spread(mix(i, 1));
+}
+BRISK_REMOTE(big_leaf);
+
+std::vector<std::uint64_t> big_combine(const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b) {
+  work();
+  return spread(mix(value_of(a), value_of(b)));
+}
+BRISK_REMOTE(big_combine);
 
 int die(bool stop) {
   raise(stop ? SIGSTOP : SIGKILL);
@@ -79,10 +114,12 @@ Graph make_graph(std::uint64_t seed, int width, int layers) {
 int main(int argc, char** argv) {
   return brisk::run(argc, argv, [] {
     std::uint64_t seed = 7;
-    bool stop = false;
+    bool stop = false, big = false, expect_lost = false;
     for (const auto& a : brisk::program_args()) {
       if (a.rfind("--seed=", 0) == 0) seed = std::stoull(a.substr(7));
       if (a == "--stop") stop = true;
+      if (a == "--big") big = true;
+      if (a == "--expect-lost") expect_lost = true;
     }
     const int width = 120, layers = 6;
     const Graph g = make_graph(seed, width, layers);
@@ -99,31 +136,56 @@ int main(int argc, char** argv) {
     const std::map<std::string, double> on_victim{{"rank" + std::to_string(victim), 1}};
     const int victim_pid = brisk::get(brisk::task(pid).resources(on_victim).remote());
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<brisk::Ref<std::uint64_t>> refs;
-    for (int i = 0; i < width; ++i) refs.push_back(brisk::remote(leaf, static_cast<std::uint64_t>(i)));
-    for (int l = 0; l < layers; ++l) {
-      std::vector<brisk::Ref<std::uint64_t>> next;
-      for (auto [a, b] : g.inputs[static_cast<std::size_t>(l)]) {
-        next.push_back(brisk::remote(combine, refs[static_cast<std::size_t>(a)], refs[static_cast<std::size_t>(b)]));
+    // Submits the graph with tasks of either result type; returns the last layer.
+    auto submit = [&](auto leaf_fn, auto combine_fn) {
+      using R = decltype(brisk::remote(leaf_fn, std::uint64_t{0}));
+      std::vector<R> refs;
+      for (int i = 0; i < width; ++i) refs.push_back(brisk::remote(leaf_fn, static_cast<std::uint64_t>(i)));
+      for (int l = 0; l < layers; ++l) {
+        std::vector<R> next;
+        for (auto [a, b] : g.inputs[static_cast<std::size_t>(l)]) {
+          next.push_back(brisk::remote(combine_fn, refs[static_cast<std::size_t>(a)], refs[static_cast<std::size_t>(b)]));
+        }
+        refs = std::move(next);
+        if (l == 1) {
+          // Let work spread over the ranks, then kill one of them.
+          std::this_thread::sleep_for(std::chrono::milliseconds(150));
+          (void)brisk::task(die).resources(on_victim).remote(stop);
+        }
       }
-      refs = std::move(next);
-      if (l == 1) {
-        // Let work spread over the ranks, then kill one of them.
-        std::this_thread::sleep_for(std::chrono::milliseconds(150));
-        (void)brisk::task(die).resources(on_victim).remote(stop);
+      return refs;
+    };
+    int wrong = 0, lost = 0;
+    if (big) {
+      auto refs = submit(big_leaf, big_combine);
+      for (int i = 0; i < width; ++i) {
+        try {
+          if (value_of(brisk::get(refs[static_cast<std::size_t>(i)])) != expect[static_cast<std::size_t>(i)]) ++wrong;
+        } catch (const brisk::ObjectLostError& e) {
+          if (lost++ == 0) std::printf("lost as expected: %s\n", e.what());
+        } catch (const brisk::TaskError& e) {
+          // A task whose input was lost fails with the same error.
+          if (e.kind() != brisk::ErrorKind::kObjectLost) throw;
+          if (lost++ == 0) std::printf("lost as expected: %s\n", e.what());
+        }
       }
-    }
-    int wrong = 0;
-    for (int i = 0; i < width; ++i) {
-      if (brisk::get(refs[static_cast<std::size_t>(i)]) != expect[static_cast<std::size_t>(i)]) ++wrong;
+    } else {
+      auto refs = submit(leaf, combine);
+      for (int i = 0; i < width; ++i) {
+        if (brisk::get(refs[static_cast<std::size_t>(i)]) != expect[static_cast<std::size_t>(i)]) ++wrong;
+      }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (stop) kill(victim_pid, SIGKILL);  // it cannot leave by itself
-    const auto replayed = dynamic_cast<brisk::Cluster*>(brisk::detail::context()->distributed)->stats().tasks_replayed;
-    std::printf("%d tasks, %d wrong results, %llu run again after rank %d %s; %.2f s\n", width * (layers + 1), wrong,
-                static_cast<unsigned long long>(replayed), victim, stop ? "hung" : "died", seconds);
-    // The victim must have held work when it died, or the test proved nothing.
-    const bool ok = wrong == 0 && replayed > 0;
+    const auto stats = dynamic_cast<brisk::Cluster*>(brisk::detail::context()->distributed)->stats();
+    std::printf("%d tasks, %d wrong results, %d lost; %llu run again and %llu results made again after rank %d %s; %.2f s\n",
+                width * (layers + 1), wrong, lost, static_cast<unsigned long long>(stats.tasks_replayed),
+                static_cast<unsigned long long>(stats.objects_rebuilt), victim, stop ? "hung" : "died", seconds);
+    // The victim must have held work (and, with --big, results) when it died, or
+    // the test proved nothing.
+    bool ok = wrong == 0 && stats.tasks_replayed + stats.objects_rebuilt > 0;
+    if (big && !expect_lost) ok = ok && lost == 0 && stats.objects_rebuilt > 0;
+    if (expect_lost) ok = wrong == 0 && lost > 0 && stats.objects_rebuilt == 0;
     std::printf(ok ? "dag failure test OK\n" : "dag failure test FAILED\n");
     return ok ? 0 : 1;
   });

@@ -25,6 +25,7 @@ enum class ErrorKind {
   kStoreFull,     // the value fits neither in memory nor on the spill disk
   kNotRegistered, // the function is not registered (BRISK_REMOTE)
   kRankLost,      // the rank that ran it (or held its actor) died
+  kObjectLost,    // its only copy died with a rank and it cannot be made again
 };
 
 // What a failed task leaves behind; shared by every object the failure reaches.
@@ -68,6 +69,16 @@ class ObjectStoreError : public TaskError {
 //
 // The task demands resources that no node of the job has; it failed at submission.
 class ResourceError : public TaskError {
+ public:
+  using TaskError::TaskError;
+};
+
+// ObjectLostError
+//
+// The object's only copy was on a rank that died, and it cannot be made again: it
+// was made by put (no lineage), its owner died too, or its lineage was evicted
+// (--brisk-lineage-bytes). Thrown by get; tasks that read it fail with it.
+class ObjectLostError : public TaskError {
  public:
   using TaskError::TaskError;
 };

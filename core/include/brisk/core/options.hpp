@@ -99,6 +99,11 @@ struct Options {
   // stop for this long is declared dead (ucx transport; a dead process is usually
   // reported at once by the transport, this catches hung ones).
   int failure_timeout_ms = 2000;
+  // --brisk-lineage-bytes / BRISK_LINEAGE_BYTES: with ucx, an owner keeps the task
+  // of each result held on another rank, and so its arguments, to make the result
+  // again if that rank dies. Past this many argument bytes kept, the oldest lineage
+  // is dropped (its object is then lost with its holder); 0 = keep none.
+  std::size_t lineage_bytes = std::size_t{1} << 30;
   // --brisk-checkpoint-dir / BRISK_CHECKPOINT_DIR: where checkpoints go.
   std::string checkpoint_dir = "brisk_checkpoints";
   // --brisk-checkpoint-keep / BRISK_CHECKPOINT_KEEP: checkpoints kept (0 = all).

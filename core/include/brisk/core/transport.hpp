@@ -76,6 +76,12 @@ class Transport {
   // can only expose a fixed window return kFailedPrecondition for memory outside it.
   virtual StatusOr<std::unique_ptr<MemoryRegistration>> register_memory(void* base, std::size_t length) = 0;
 
+  // The job declared `peer` dead (its heartbeats stopped, or another rank saw it
+  // die): nothing more is sent to it, and transfers in flight from it end with an
+  // error instead of waiting for a process that may be hung. Backends that cannot
+  // run through a failure ignore it.
+  virtual void disconnect(Rank peer) { (void)peer; }
+
   // Reads `length` bytes at `remote.address + offset` of `remote.owner` into `dst`;
   // `done` runs inside progress() when the bytes are there (or with the error).
   virtual Status get(const RemoteRegion& remote, std::uint64_t offset, void* dst, std::size_t length,

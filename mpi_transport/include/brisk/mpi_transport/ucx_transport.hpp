@@ -35,6 +35,9 @@ class UcxTransport final : public Transport {
   StatusOr<std::unique_ptr<MemoryRegistration>> register_memory(void* base, std::size_t length) override;
   Status get(const RemoteRegion& remote, std::uint64_t offset, void* dst, std::size_t length,
              Completion done) override;
+  // Closes the endpoint to `peer` at once (UCP_EP_CLOSE_FLAG_FORCE): requests in
+  // flight to it complete with an error.
+  void disconnect(Rank peer) override;
 
   // Collective barrier (MPI, polled); progresses the transport (and so runs the
   // handlers) while it waits.

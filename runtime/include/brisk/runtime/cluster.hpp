@@ -60,6 +60,9 @@ struct ClusterStats {
   std::uint64_t fetched_bytes = 0;
   std::uint64_t malformed = 0;        // messages dropped as malformed
   std::uint64_t tasks_replayed = 0;   // tasks sent again because their rank died
+  std::uint64_t objects_rebuilt = 0;  // results made again from lineage after their holder died
+  std::uint64_t objects_lost = 0;     // objects found lost (no copy left, no lineage)
+  std::size_t lineage = 0;            // results whose task is kept for replay
   std::uint64_t frames_sent = 0;
   std::uint64_t arena_used = 0;
   std::size_t directory = 0;          // objects shared with other ranks, alive here
@@ -88,6 +91,9 @@ class Cluster final : public detail::Executor,
     // A global scheduler declares a rank dead when its heartbeats stop this long
     // (only where the transport can carry on without it: ucx).
     std::chrono::milliseconds failure_timeout{2000};
+    // Argument bytes kept alive by lineage (the tasks of results held on other
+    // ranks, kept to make those results again if their holder dies; ucx only).
+    std::size_t lineage_bytes = std::size_t{1} << 30;
   };
 
   // `arena` is registered with `transport` through `arena_registration`; a null
@@ -160,9 +166,22 @@ class Cluster final : public detail::Executor,
     detail::ObjectState* result;  // one reference held
     const char* name;
     LineageRecord lineage;        // updated with the executor when the result comes
-    // The task's spec, kept where ranks can die without ending the job (ucx) so that
-    // a task lost with its rank runs again elsewhere (same id, same arguments).
-    std::shared_ptr<const std::vector<std::byte>> spec;
+    // The task itself (owned, arguments and all), kept where ranks can die without
+    // ending the job (ucx) so that a task lost with its rank runs again elsewhere
+    // (same id, arguments encoded afresh). Null for actor calls and on mpi.
+    detail::TaskBase* task = nullptr;
+    // Its result is complete already and this run makes a new copy of it (the
+    // holder of the old one died).
+    bool rebuild = false;
+    // Sent to a global scheduler for placement: the rank running it is not known
+    // here, so any rank's death runs it again (a late duplicate result is dropped).
+    bool placed_elsewhere = false;
+  };
+  // A result held on another rank, with the task that can make it again.
+  struct Lineage {
+    detail::TaskBase* task;  // owned
+    std::uint64_t bytes;     // argument bytes it keeps alive
+    std::uint64_t order;     // when it was kept (the oldest goes first)
   };
   struct Held {
     std::uint64_t offset;
@@ -206,11 +225,34 @@ class Cluster final : public detail::Executor,
   // Global scheduler: declares ranks dead whose heartbeats stopped (progress thread).
   void check_heartbeats(std::chrono::steady_clock::time_point now);
   void fail_pending_on(Rank peer);
+  // Ships a kept task again (its result with it, one reference); `rebuild` when the
+  // result is complete and only a new copy is wanted.
+  void reship(detail::TaskBase* task, detail::ObjectState* result, bool rebuild) noexcept;
+  // The holder of a remote object's copy died: asks the owner for a new copy, or
+  // (owner) makes one from lineage. Pulls wait until it is known.
+  void relocate(detail::ObjectState* object) noexcept;
+  // Owner: the new copy (or nullopt with the error) is known; answers the ranks that
+  // asked and starts the pulls that waited.
+  void relocated(detail::ObjectState* object, std::optional<detail::RemoteCopy> copy,
+                 std::shared_ptr<const ErrorInfo> lost) noexcept;
+  // Starts the pull of `copy` into `object` (after `fetching` was set).
+  void start_pull(detail::ObjectState* object, const detail::RemoteCopy& copy);
+  // A pull failed because its holder died: ends it and relocates the object.
+  void retry_pull(detail::ObjectState* object);
+  void keep_lineage(ObjectId id, detail::TaskBase* task);
+  // Takes the kept task of `id` out of the lineage (null when none is kept).
+  detail::TaskBase* take_lineage(ObjectId id);
+  // Where a peer can pull this rank's own resident value from: its export, made
+  // now if there is none (nullopt when the arena has no room).
+  std::optional<detail::RemoteCopy> local_copy(detail::ObjectState* object);
+  void handle_locate(Rank from, Reader& r);
+  void handle_located(Rank from, Reader& r);
+  std::shared_ptr<const ErrorInfo> lost_error(detail::ObjectState* object, std::string why);
 
   void run_here(detail::TaskBase* task) noexcept;
   // Where the arguments' bytes are (rank, bytes), for placement by locality.
   std::vector<std::pair<int, std::uint64_t>> locality_hints(const std::vector<detail::ObjectState*>& args) const;
-  void ship(detail::TaskBase* task, Rank to, bool for_placement) noexcept;
+  void ship(detail::TaskBase* task, Rank to, bool for_placement, bool rebuild = false) noexcept;
   // Global scheduler: picks a rank for a task spec and forwards it there.
   void place(std::span<const std::byte> record);
   // `actor`: an actor's constructor (actors are spread over the ranks).
@@ -286,11 +328,16 @@ class Cluster final : public detail::Executor,
   std::atomic<int> end_code_{kNoEnd};
   std::atomic<std::uint64_t> checkpoint_request_{0};
   bool keep_specs_ = false;  // the transport reports dead ranks: keep specs to replay
+  std::mutex lineage_mutex_;
+  std::unordered_map<ObjectId, Lineage> lineage_;
+  std::map<std::uint64_t, ObjectId> lineage_fifo_;  // by `order`
+  std::uint64_t lineage_bytes_ = 0, lineage_order_ = 0;
   std::mutex replayed_mutex_;
   std::unordered_set<TaskId> replayed_;  // results of these may come twice: the second is dropped
 
   std::atomic<std::uint64_t> tasks_sent_{0}, tasks_received_{0}, tasks_placed_{0}, results_received_{0},
-      fetches_{0}, fetched_bytes_{0}, malformed_{0}, frames_sent_{0}, tasks_replayed_{0};
+      fetches_{0}, fetched_bytes_{0}, malformed_{0}, frames_sent_{0}, tasks_replayed_{0},
+      objects_rebuilt_{0}, objects_lost_{0};
 };
 
 }  // namespace brisk

@@ -77,6 +77,13 @@ struct DistInfo {
   // A pull in flight: completions to run when it ends.
   bool fetching = false;
   std::vector<std::function<void(const Status&)>> on_fetched;
+  // The holder of `copy` died: a new copy is being made (the owner replays the
+  // task from lineage) or asked for (a proxy asks its owner). Pulls wait for it.
+  bool relocating = false;
+  // Owner: ranks that asked where the new copy is, answered when it is known.
+  std::vector<int> locators;
+  // Set when no new copy can be made: every later pull fails with it.
+  std::shared_ptr<const ErrorInfo> lost;
 };
 
 // Encodes and decodes objects for messages between ranks (implemented by the

@@ -99,6 +99,9 @@ class TaskBase {
   // Hands the result object's reference to the caller; the task is then deleted
   // without running (it ran elsewhere).
   ObjectState* take_result() noexcept { return std::exchange(result_, nullptr); }
+  // Gives a taken result back (with one reference), so that a task kept after it
+  // was shipped can be shipped again (lineage replay on another rank).
+  void restore_result(ObjectState* result) noexcept { result_ = result; }
   // The task came from another rank, which already placed it: it runs here.
   bool placed() const noexcept { return placed_; }
   void set_placed() noexcept { placed_ = true; }
@@ -517,6 +520,9 @@ class TypedTask<R, R (*)(P...), std::tuple<S...>, std::tuple<P...>> final : publ
           value.emplace(invoke(std::index_sequence_for<P...>{}));
         }
         return nullptr;
+      } catch (const ObjectLostError& e) {
+        // An input (or an object it read) is gone for good: running again cannot help.
+        return std::make_shared<ErrorInfo>(e.info());
       } catch (const std::exception& e) {
         message = e.what();
       } catch (...) {
