@@ -20,6 +20,7 @@
 #include "brisk/runtime/cluster.hpp"
 #include "brisk/runtime/control_plane.hpp"
 #include "brisk/runtime/data_plane.hpp"
+#include "brisk/runtime/fault_inject.hpp"
 #include "brisk/runtime/node_runtime.hpp"
 #include "brisk/scheduler/local_scheduler.hpp"
 #include "brisk/scheduler/roles.hpp"
@@ -147,6 +148,19 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     if (rank == 0) std::fprintf(stderr, "brisk: %s\n", roles.status().message().c_str());
     return 2;
   }
+  std::optional<KillPlan> kill_plan;
+  if (const char* inject = std::getenv("BRISK_FAULT_INJECT")) {
+    auto plan = parse_fault_inject(inject);
+    if (plan.ok() && *plan && (*plan)->rank >= size) {
+      plan = invalid_argument(fmt::format("BRISK_FAULT_INJECT='{}' names rank {} in a job of {} ranks", inject,
+                                          (*plan)->rank, size));
+    }
+    if (!plan.ok()) {
+      if (rank == 0) std::fprintf(stderr, "brisk: %s\n", plan.status().message().c_str());
+      return 2;
+    }
+    kill_plan = *plan;
+  }
   auto topology = Topology::detect();
   if (!topology.ok()) {
     std::fprintf(stderr, "brisk: rank %d: %s\n", rank, topology.status().message().c_str());
@@ -244,6 +258,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     checkpoints.set_data_hooks(std::move(hooks));
     checkpoints.set_exit_after_signal(options.checkpoint_exit);
   }
+  if (kill_plan) arm_fault_injection(*kill_plan, rank);
   bool restore_failed = false;
   if (rank == 0 && !options.restore.empty()) {
     if (Status s = checkpoints.restore(options.restore); !s.ok()) {

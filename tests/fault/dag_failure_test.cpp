@@ -10,6 +10,9 @@
 // made again from lineage (recursively, for inputs that died with them). With
 // --big --expect-lost (and --brisk-lineage-bytes=0, no lineage kept) those results
 // are lost instead, and get raises ObjectLostError for them.
+// With --injected the test does not kill the victim itself: BRISK_FAULT_INJECT=
+// kill:RANK:MIN-MAX:SEED does, at a seeded random time, and the test checks that
+// the victim died while the graph ran.
 // Prints "dag failure test OK" on success.
 #include <signal.h>
 #include <unistd.h>
@@ -20,6 +23,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -36,7 +40,10 @@ std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
   return z ^ (z >> 31);
 }
 
-void work() { std::this_thread::sleep_for(std::chrono::milliseconds(2)); }
+// Every task's work; longer with --injected, so that the kill lands mid-graph. Set
+// on every rank from the same arguments.
+int g_work_ms = 2;
+void work() { std::this_thread::sleep_for(std::chrono::milliseconds(g_work_ms)); }
 
 std::uint64_t leaf(std::uint64_t i) {
   work();
@@ -112,14 +119,18 @@ Graph make_graph(std::uint64_t seed, int width, int layers) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--injected") g_work_ms = 6;
+  }
   return brisk::run(argc, argv, [] {
     std::uint64_t seed = 7;
-    bool stop = false, big = false, expect_lost = false;
+    bool stop = false, big = false, expect_lost = false, injected = false;
     for (const auto& a : brisk::program_args()) {
       if (a.rfind("--seed=", 0) == 0) seed = std::stoull(a.substr(7));
       if (a == "--stop") stop = true;
       if (a == "--big") big = true;
       if (a == "--expect-lost") expect_lost = true;
+      if (a == "--injected") injected = true;
     }
     const int width = 120, layers = 6;
     const Graph g = make_graph(seed, width, layers);
@@ -147,7 +158,7 @@ int main(int argc, char** argv) {
           next.push_back(brisk::remote(combine_fn, refs[static_cast<std::size_t>(a)], refs[static_cast<std::size_t>(b)]));
         }
         refs = std::move(next);
-        if (l == 1) {
+        if (l == 1 && !injected) {
           // Let work spread over the ranks, then kill one of them.
           std::this_thread::sleep_for(std::chrono::milliseconds(150));
           (void)brisk::task(die).resources(on_victim).remote(stop);
@@ -177,7 +188,13 @@ int main(int argc, char** argv) {
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (stop) kill(victim_pid, SIGKILL);  // it cannot leave by itself
-    const auto stats = dynamic_cast<brisk::Cluster*>(brisk::detail::context()->distributed)->stats();
+    auto* cluster = dynamic_cast<brisk::Cluster*>(brisk::detail::context()->distributed);
+    const auto stats = cluster->stats();
+    if (injected && !cluster->rank_lost(brisk::Rank{victim})) {
+      std::printf("rank %d was still alive when the graph was done: the injected kill came too late\n", victim);
+      std::printf("dag failure test FAILED\n");
+      return 1;
+    }
     std::printf("%d tasks, %d wrong results, %d lost; %llu run again and %llu results made again after rank %d %s; %.2f s\n",
                 width * (layers + 1), wrong, lost, static_cast<unsigned long long>(stats.tasks_replayed),
                 static_cast<unsigned long long>(stats.objects_rebuilt), victim, stop ? "hung" : "died", seconds);

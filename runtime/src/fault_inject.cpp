@@ -1,0 +1,81 @@
+#include "brisk/runtime/fault_inject.hpp"
+
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace brisk {
+namespace {
+
+constexpr const char* kExpected = "expected kill:RANK:MIN-MAX[:SEED] (milliseconds) or checkpoint-stall";
+
+template <class T>
+std::optional<T> number(std::string_view s) {
+  T v{};
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || s.empty()) return std::nullopt;
+  return v;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t at = s.find(sep, start);
+    parts.push_back(s.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
+    if (at == std::string_view::npos) return parts;
+    start = at + 1;
+  }
+}
+
+}  // namespace
+
+int KillPlan::delay_ms() const {
+  std::mt19937_64 gen(seed);
+  return std::uniform_int_distribution<int>(min_ms, max_ms)(gen);
+}
+
+StatusOr<std::optional<KillPlan>> parse_fault_inject(std::string_view value) {
+  if (value.empty() || value == "checkpoint-stall") return std::optional<KillPlan>{};
+  const auto bad = [&](std::string why) {
+    return invalid_argument(fmt::format("BRISK_FAULT_INJECT='{}': {} ({})", value, why, kExpected));
+  };
+  const auto parts = split(value, ':');
+  if (parts[0] != "kill") return bad(fmt::format("unknown injection '{}'", parts[0]));
+  if (parts.size() < 3 || parts.size() > 4) return bad("wrong number of fields");
+  KillPlan plan;
+  const auto rank = number<int>(parts[1]);
+  if (!rank || *rank < 0) return bad(fmt::format("'{}' is not a rank", parts[1]));
+  plan.rank = *rank;
+  const auto window = split(parts[2], '-');
+  const auto lo = window.size() == 2 ? number<int>(window[0]) : std::nullopt;
+  const auto hi = window.size() == 2 ? number<int>(window[1]) : std::nullopt;
+  if (!lo || !hi || *lo < 0 || *hi < *lo) return bad(fmt::format("'{}' is not a window MIN-MAX with MIN <= MAX", parts[2]));
+  plan.min_ms = *lo;
+  plan.max_ms = *hi;
+  if (parts.size() == 4) {
+    const auto seed = number<std::uint64_t>(parts[3]);
+    if (!seed) return bad(fmt::format("'{}' is not a seed", parts[3]));
+    plan.seed = *seed;
+  }
+  return std::optional<KillPlan>{plan};
+}
+
+void arm_fault_injection(const KillPlan& plan, int rank) {
+  if (rank != plan.rank) return;
+  const int delay = plan.delay_ms();
+  std::thread([delay, rank] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
+    std::fprintf(stderr, "brisk: rank %d: BRISK_FAULT_INJECT kills this rank now, %d ms after the start\n", rank, delay);
+    std::fflush(stderr);
+    raise(SIGKILL);
+  }).detach();
+}
+
+}  // namespace brisk

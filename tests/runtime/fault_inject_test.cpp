@@ -1,0 +1,55 @@
+#include "brisk/runtime/fault_inject.hpp"
+
+#include <gtest/gtest.h>
+
+namespace brisk {
+namespace {
+
+TEST(FaultInject, ParsesAKillPlan) {
+  auto p = parse_fault_inject("kill:2:100-600:7");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(p->has_value());
+  const KillPlan& k = **p;
+  EXPECT_EQ(k.rank, 2);
+  EXPECT_EQ(k.min_ms, 100);
+  EXPECT_EQ(k.max_ms, 600);
+  EXPECT_EQ(k.seed, 7u);
+  const int d = k.delay_ms();
+  EXPECT_GE(d, 100);
+  EXPECT_LE(d, 600);
+  EXPECT_EQ(d, k.delay_ms());  // the same seed, the same time
+  auto fixed = parse_fault_inject("kill:0:50-50");
+  ASSERT_TRUE(fixed.ok());
+  EXPECT_EQ((*fixed)->delay_ms(), 50);
+  EXPECT_EQ((*fixed)->seed, 1u);
+}
+
+TEST(FaultInject, OtherInjectionsAreNotKills) {
+  for (const char* v : {"", "checkpoint-stall"}) {
+    auto p = parse_fault_inject(v);
+    ASSERT_TRUE(p.ok()) << v;
+    EXPECT_FALSE(p->has_value()) << v;
+  }
+}
+
+TEST(FaultInject, BadValuesSayWhatIsWrong) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"explode:1:1-2", "unknown injection 'explode'"},
+      {"kill:1", "wrong number of fields"},
+      {"kill:x:1-2", "'x' is not a rank"},
+      {"kill:-1:1-2", "'-1' is not a rank"},
+      {"kill:1:5-2", "'5-2' is not a window"},
+      {"kill:1:5", "'5' is not a window"},
+      {"kill:1:1-2:seven", "'seven' is not a seed"},
+      {"kill:1:1-2:3:4", "wrong number of fields"},
+  };
+  for (const auto& [value, why] : cases) {
+    auto p = parse_fault_inject(value);
+    ASSERT_FALSE(p.ok()) << value;
+    EXPECT_NE(p.status().message().find(why), std::string::npos) << p.status().message();
+    EXPECT_NE(p.status().message().find(value), std::string::npos) << p.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace brisk
