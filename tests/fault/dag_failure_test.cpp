@@ -190,14 +190,14 @@ int main(int argc, char** argv) {
     if (stop) kill(victim_pid, SIGKILL);  // it cannot leave by itself
     auto* cluster = dynamic_cast<brisk::Cluster*>(brisk::detail::context()->distributed);
     const auto stats = cluster->stats();
+    std::printf("%d tasks, %d wrong results, %d lost; %llu run again and %llu results made again after rank %d %s; %.2f s\n",
+                width * (layers + 1), wrong, lost, static_cast<unsigned long long>(stats.tasks_replayed),
+                static_cast<unsigned long long>(stats.objects_rebuilt), victim, stop ? "hung" : "died", seconds);
     if (injected && !cluster->rank_lost(brisk::Rank{victim})) {
       std::printf("rank %d was still alive when the graph was done: the injected kill came too late\n", victim);
       std::printf("dag failure test FAILED\n");
       return 1;
     }
-    std::printf("%d tasks, %d wrong results, %d lost; %llu run again and %llu results made again after rank %d %s; %.2f s\n",
-                width * (layers + 1), wrong, lost, static_cast<unsigned long long>(stats.tasks_replayed),
-                static_cast<unsigned long long>(stats.objects_rebuilt), victim, stop ? "hung" : "died", seconds);
     // The victim must have held work (and, with --big, results) when it died, or
     // the test proved nothing.
     bool ok = wrong == 0 && stats.tasks_replayed + stats.objects_rebuilt > 0;
