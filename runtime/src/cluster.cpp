@@ -188,6 +188,20 @@ Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, 
   transport_.set_failure_handler([this](Rank peer, const Status& why) { on_rank_lost(peer, why); });
 }
 
+Rank Cluster::scheduler() const noexcept {
+  const Rank mine = config_.roles.scheduler_for(self_);
+  if (!any_lost_.load(std::memory_order_acquire) || !rank_lost(mine)) return mine;
+  // Its scheduler died: the next live one in the list takes its place.
+  const auto& all = config_.roles.schedulers;
+  const auto at = std::find(all.begin(), all.end(), mine);
+  const std::size_t start = at == all.end() ? 0 : static_cast<std::size_t>(at - all.begin());
+  for (std::size_t k = 1; k <= all.size(); ++k) {
+    const Rank r = all[(start + k) % all.size()];
+    if (!rank_lost(r)) return r;
+  }
+  return self_;  // none is left: this rank places its own work
+}
+
 bool Cluster::rank_lost(Rank rank) const noexcept {
   return rank.value >= 0 && rank.value < size_ && lost_[static_cast<std::size_t>(rank.value)].load(std::memory_order_acquire);
 }
@@ -205,6 +219,11 @@ void Cluster::on_rank_lost(Rank peer, const Status& why) {
   any_lost_.store(true, std::memory_order_release);
   // A rank declared dead may only be hung: transfers from it must not wait on it.
   transport_.disconnect(peer);
+  // Its control shards move to live ranks (empty: the tables refill from new records).
+  for (int i : control_->rank_lost(peer, size_, [this](Rank r) { return rank_lost(r); })) {
+    std::fprintf(stderr, "brisk: rank %d: control shard %d moved here from rank %d, which was lost (its tables start empty)\n",
+                 self_.value, i, peer.value);
+  }
   // Once the end is announced, ranks leaving are expected.
   if (end_code_.load(std::memory_order_acquire) == kNoEnd) {
     std::fprintf(stderr, "brisk: rank %d: rank %d was lost: %s\n", self_.value, peer.value, why.message().c_str());
@@ -223,8 +242,28 @@ void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
       NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
       if (r == self_.value || !n.alive || rank_lost(Rank{r})) continue;
       if (n.heard == std::chrono::steady_clock::time_point{}) n.heard = now;  // the clock starts now
-      if (now - n.heard > config_.failure_timeout) silent.push_back(r);
+      if (now - n.heard > (keep_specs_ ? config_.failure_timeout : config_.fatal_timeout)) silent.push_back(r);
     }
+  }
+  if (!keep_specs_ && !silent.empty()) {
+    // This transport cannot run through a failure: end the job now rather than hang.
+    config_.fatal(fmt::format("rank {} sent no heartbeat for {} ms: it died or hangs, and the mpi transport cannot "
+                              "run through a failure (--brisk-transport=ucx can)",
+                              silent.front(), config_.fatal_timeout.count()));
+    return;
+  }
+  // A rank whose heartbeats go through a shard on another silent rank is silent
+  // because of that rank: only the others are declared dead now, and everyone gets
+  // a fresh window once they are (the shards move, the heartbeats resume).
+  const std::vector<int> all_silent = silent;
+  std::erase_if(silent, [&](int r) {
+    const Rank host = control_->status_host(Rank{r});
+    return host.value != r && std::find(all_silent.begin(), all_silent.end(), host.value) != all_silent.end();
+  });
+  if (silent.empty()) silent = all_silent;  // they explain each other: no telling, all go
+  if (!silent.empty()) {
+    std::lock_guard lock(gs_mutex_);
+    for (NodeLoad& n : nodes_) n.heard = now;
   }
   for (int r : silent) {
     const std::string why = fmt::format("no heartbeat for {} ms (declared dead by the global scheduler on rank {})",
@@ -271,8 +310,8 @@ void Cluster::fail_pending_on(Rank peer) {
 
 void Cluster::reship(TaskBase* task, ObjectState* result, bool rebuild) noexcept {
   task->restore_result(result);
-  const Rank gs = config_.roles.scheduler_for(self_);
-  if (gs != self_ && !rank_lost(gs)) {
+  const Rank gs = scheduler();
+  if (gs != self_) {
     ship(task, gs, true, rebuild);
     return;
   }
@@ -413,7 +452,7 @@ void Cluster::progress_main() {
     const Clock::time_point now = Clock::now();
     if (now >= next_heartbeat) {
       heartbeat();
-      if (is_scheduler_ && keep_specs_) check_heartbeats(now);
+      if (is_scheduler_ && (keep_specs_ || config_.fatal)) check_heartbeats(now);
       next_heartbeat = now + config_.heartbeat;
     }
     std::vector<NodeStatus> local_nodes;
@@ -502,9 +541,11 @@ void Cluster::post(Rank to, FrameKind kind, std::span<const std::byte> record) {
 }
 
 void Cluster::send_frame(Rank to, FrameKind kind, std::vector<std::byte> payload) {
+  if (any_lost_.load(std::memory_order_relaxed) && rank_lost(to)) return;  // nobody to read it
   Status st = transport_.send(to, encode_frame(kind, payload));
   frames_sent_.fetch_add(1, std::memory_order_relaxed);
-  if (!st.ok()) {
+  // kUnavailable: the peer died, which the failure handler reports once.
+  if (!st.ok() && st.code() != StatusCode::kUnavailable) {
     std::fprintf(stderr, "brisk: rank %d: a %s message to rank %d was not sent: %s\n", self_.value,
                  frame_kind_name(kind), to.value, st.message().c_str());
   }
@@ -571,7 +612,7 @@ void Cluster::submit(TaskBase* task) noexcept {
     // Work waits here while another rank has an idle core (as this rank's global
     // scheduler last heard): let the scheduler place it (only where that scheduler
     // is this rank, so no message is spent to find out).
-    const Rank gs = config_.roles.scheduler_for(self_);
+    const Rank gs = scheduler();
     const bool balance = gs == self_ && local_.queued() > 0 && idle_elsewhere_.load(std::memory_order_relaxed);
     if (must_move || actor || balance || local_.queued() >= config_.spill_queue) {
       if (gs != self_) {

@@ -36,6 +36,38 @@ void ControlPlane::add_event(const EventRecord& event) {
 void ControlPlane::subscribe_nodes() {
   std::lock_guard lock(mutex_);
   client_.subscribe(Channel::nodes());
+  nodes_subscribed_ = true;
+}
+
+Rank ControlPlane::status_host(Rank node) {
+  std::lock_guard lock(mutex_);
+  return client_.shard_ranks()[static_cast<std::size_t>(client_.shard_for(node))];
+}
+
+std::vector<int> ControlPlane::rank_lost(Rank dead, int size, const std::function<bool(Rank)>& is_lost) {
+  std::lock_guard lock(mutex_);
+  for (auto& s : shards_) s->drop_subscriber(dead);
+  std::vector<int> here;
+  const int n = client_.num_shards();
+  for (int i = 0; i < n; ++i) {
+    if (client_.shard_ranks()[static_cast<std::size_t>(i)] != dead) continue;
+    Rank to = dead;
+    for (int k = 1; k < size; ++k) {
+      const Rank r{(dead.value + k) % size};
+      if (!is_lost(r)) {
+        to = r;
+        break;
+      }
+    }
+    if (to == dead) continue;  // no live rank left
+    client_.move_shard(i, to);
+    if (to == self_ && !hosted(i)) {
+      shards_.push_back(std::make_unique<ControlShard>(i, n));
+      here.push_back(i);
+    }
+    if (nodes_subscribed_) client_.subscribe_at(i, Channel::nodes());
+  }
+  return here;
 }
 
 ControlShard* ControlPlane::hosted(int index) {
@@ -104,8 +136,14 @@ StatusOr<ControlPlane::Handled> ControlPlane::handle(Rank from, std::span<const 
   if (header->type == ControlMessageType::kShardBatch) {
     ControlShard* shard = hosted(header->shard);
     if (!shard) {
-      return invalid_argument(fmt::format("a control batch for shard {} reached rank {}, which does not host it",
-                                          header->shard, self_.value));
+      // The sender saw the shard's rank die before this rank did, and the shard
+      // moves here (rank_lost()): host it now.
+      if (header->shard >= client_.num_shards()) {
+        return invalid_argument(fmt::format("a control batch for shard {} reached rank {}; the job has {} shards",
+                                            header->shard, self_.value, client_.num_shards()));
+      }
+      shards_.push_back(std::make_unique<ControlShard>(header->shard, client_.num_shards()));
+      shard = shards_.back().get();
     }
     auto r = shard->handle(from, payload);
     if (!r.ok()) return r.status();

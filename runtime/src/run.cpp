@@ -16,6 +16,7 @@
 #include "brisk/core/status.hpp"
 #include "brisk/mpi_transport/mpi_environment.hpp"
 #include "brisk/mpi_transport/mpi_transport.hpp"
+#include "brisk/checkpoint/format.hpp"
 #include "brisk/runtime/checkpoint_service.hpp"
 #include "brisk/runtime/cluster.hpp"
 #include "brisk/runtime/control_plane.hpp"
@@ -32,6 +33,14 @@
 namespace brisk::detail {
 namespace {
 void abort_hook(int code) { MpiEnvironment::abort_job(code); }
+
+// Where a job that ends on a failure can resume from.
+std::string checkpoint_note(const std::string& dir) {
+  auto files = list_checkpoints(dir);
+  if (!files.ok() || files->empty()) return fmt::format("no checkpoint was written in {}", dir);
+  return fmt::format("the last checkpoint is {} (rerun with --brisk-restore=latest to resume from it)",
+                     files->back().path.string());
+}
 
 // Memory mapped for the UCX arena (the MPI backend's arena is its window).
 class MappedArena {
@@ -217,6 +226,14 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     cc.shard_events = options.shard_events;
     cc.failure_timeout = std::chrono::milliseconds(options.failure_timeout_ms);
     cc.lineage_bytes = options.lineage_bytes;
+    if (options.transport != TransportKind::kUcx) {
+      cc.fatal_timeout = std::chrono::milliseconds(std::max(2000, 5 * options.failure_timeout_ms));
+      cc.fatal = [rank, dir = options.checkpoint_dir](const std::string& why) {
+        std::fprintf(stderr, "brisk: rank %d: %s; the job ends now; %s\n", rank, why.c_str(), checkpoint_note(dir).c_str());
+        std::fflush(nullptr);
+        MpiEnvironment::abort_job(1);
+      };
+    }
     cluster = std::make_unique<Cluster>(*wire.transport, node.scheduler(), node.events(), wire.arena,
                                         std::move(wire.registration), cc);
     for (const FunctionInfo* f : registered_functions()) {
@@ -302,7 +319,12 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
         }
       });
       if (exit_code == Cluster::kDriverLost) {
-        std::fprintf(stderr, "brisk: rank %d: rank 0, which ran the driver, was lost; the job ends\n", rank);
+        bool first_alive = true;  // one rank says it
+        for (int r = 1; r < rank; ++r) first_alive = first_alive && cluster->rank_lost(Rank{r});
+        if (first_alive) {
+          std::fprintf(stderr, "brisk: rank %d: rank 0 (%s, and the driver) was lost; the job ends; %s\n", rank,
+                       roles->describe(Rank{0}).c_str(), checkpoint_note(options.checkpoint_dir).c_str());
+        }
         exit_code = 1;
       }
     }

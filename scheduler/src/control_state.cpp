@@ -643,6 +643,28 @@ void ControlClient::subscribe(const Channel& channel) {
     append(shard_for(channel.object), ControlRecordTag::kSubscribe, channel, true);
   }
 }
+void ControlShard::drop_subscriber(Rank dead) {
+  std::erase(node_subscribers_, dead);
+  for (auto it = object_subscribers_.begin(); it != object_subscribers_.end();) {
+    std::erase(it->second, dead);
+    it = it->second.empty() ? object_subscribers_.erase(it) : std::next(it);
+  }
+}
+
+void ControlClient::subscribe_at(int shard, const Channel& channel) {
+  if (shard < 0 || shard >= num_shards()) return;
+  append(shard, ControlRecordTag::kSubscribe, channel, true);
+}
+
+void ControlClient::move_shard(int shard, Rank to) {
+  if (shard < 0 || shard >= num_shards()) return;
+  shard_ranks_[static_cast<std::size_t>(shard)] = to;
+  for (Outgoing& o : sealed_) {
+    auto header = parse_control_header(o.payload);
+    if (header.ok() && header->shard == shard) o.to = to;
+  }
+}
+
 void ControlClient::unsubscribe(const Channel& channel) {
   if (channel.kind == Channel::kNodes) {
     for (int s = 0; s < num_shards(); ++s) append(s, ControlRecordTag::kUnsubscribe, channel, true);

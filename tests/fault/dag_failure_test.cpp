@@ -198,6 +198,13 @@ int main(int argc, char** argv) {
       std::printf("dag failure test FAILED\n");
       return 1;
     }
+    for (int r = 1; r < victim; ++r) {
+      if (cluster->rank_lost(brisk::Rank{r})) {
+        std::printf("rank %d was declared dead too, but only rank %d died\n", r, victim);
+        std::printf("dag failure test FAILED\n");
+        return 1;
+      }
+    }
     // The victim must have held work (and, with --big, results) when it died, or
     // the test proved nothing.
     bool ok = wrong == 0 && stats.tasks_replayed + stats.objects_rebuilt > 0;

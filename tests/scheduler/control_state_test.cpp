@@ -115,6 +115,14 @@ class Cluster {
     }
   }
 
+  // Shard `index` lost its rank: a fresh shard with that index serves on `to`, and
+  // every client is told (as ControlPlane::rank_lost does).
+  void move_shard(int index, int to) {
+    shard_ranks_[static_cast<std::size_t>(index)] = Rank{to};
+    shards_[static_cast<std::size_t>(index)] = ControlShard(index, num_shards());
+    for (auto& c : clients_) c.move_shard(index, Rank{to});
+  }
+
   // Notifications rank `rank` got since the last call.
   std::vector<Notification> take(int rank) { return std::exchange(received_[static_cast<std::size_t>(rank)], {}); }
 
@@ -458,6 +466,37 @@ TEST(ControlStateTest, NodesChannelSendsTheCurrentSetThenUpdates) {
   EXPECT_TRUE(cluster.take(1).empty());
   EXPECT_TRUE(cluster.shard(0).node_subscribers().empty());
   EXPECT_TRUE(cluster.shard(1).node_subscribers().empty());
+}
+
+TEST(ControlStateTest, AShardMovesToALiveRankAndDeadSubscribersAreDropped) {
+  Cluster cluster(4, {Rank{0}, Rank{2}});
+  cluster.client(1).subscribe(Channel::nodes());
+  cluster.client(3).subscribe(Channel::nodes());
+  for (int r = 0; r < 4; ++r) cluster.client(r).set_node_status(status(r, 1));
+  cluster.run();
+  (void)cluster.take(1);
+  (void)cluster.take(3);
+  // Rank 2 dies: shard 1 moves to rank 3, sealed batches included, and the
+  // subscriber subscribes there again.
+  cluster.client(1).set_node_status(status(1, 2));  // batched before the move
+  cluster.move_shard(1, 3);
+  cluster.shard(0).drop_subscriber(Rank{3});
+  EXPECT_EQ(cluster.shard(0).node_subscribers(), std::vector<Rank>{Rank{1}});
+  cluster.client(1).subscribe_at(1, Channel::nodes());
+  cluster.run(false);
+  cluster.client(0).set_node_status(status(0, 2));
+  cluster.client(2).set_node_status(status(2, 2));
+  cluster.run();
+  // Rank 1 hears every change, from the moved shard too; the dropped rank 3 hears
+  // nothing from shard 0.
+  auto heard = cluster.take_as<NodeChanged>(1);
+  std::set<int> ranks;
+  for (auto& n : heard) ranks.insert(n.status.rank.value);
+  EXPECT_TRUE(ranks.count(0) && ranks.count(1) && ranks.count(2));
+  std::size_t on_moved = 0;  // statuses sent after the move that belong to shard 1
+  for (int r : {0, 1, 2}) on_moved += cluster.client(0).shard_for(Rank{r}) == 1 ? 1 : 0;
+  ASSERT_GT(on_moved, 0u) << "the test needs some status on shard 1";
+  EXPECT_EQ(cluster.shard(1).num_nodes(), on_moved) << "the moved shard starts empty, then fills";
 }
 
 // ---------------------------------------------------------------------------

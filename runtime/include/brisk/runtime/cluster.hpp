@@ -94,6 +94,11 @@ class Cluster final : public detail::Executor,
     // Argument bytes kept alive by lineage (the tasks of results held on other
     // ranks, kept to make those results again if their holder dies; ucx only).
     std::size_t lineage_bytes = std::size_t{1} << 30;
+    // Where ranks cannot die without ending the job (mpi), a global scheduler that
+    // hears nothing from a rank for `fatal_timeout` calls `fatal` with why; it ends
+    // the job. Unset: nothing is checked.
+    std::chrono::milliseconds fatal_timeout{10000};
+    std::function<void(const std::string&)> fatal;
   };
 
   // `arena` is registered with `transport` through `arena_registration`; a null
@@ -225,6 +230,9 @@ class Cluster final : public detail::Executor,
   // Global scheduler: declares ranks dead whose heartbeats stopped (progress thread).
   void check_heartbeats(std::chrono::steady_clock::time_point now);
   void fail_pending_on(Rank peer);
+  // The global scheduler this rank spills to: its own by the roles, or, once that
+  // one died, the next live one (this rank itself when none is left).
+  Rank scheduler() const noexcept;
   // Ships a kept task again (its result with it, one reference); `rebuild` when the
   // result is complete and only a new copy is wanted.
   void reship(detail::TaskBase* task, detail::ObjectState* result, bool rebuild) noexcept;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -32,6 +33,13 @@ class ControlPlane {
   void add_event(const EventRecord& event);
   // Node statuses from every shard, now and on every change.
   void subscribe_nodes();
+  // Rank `dead` died: each shard it hosted moves to the next live rank after it
+  // (the same choice on every rank), which hosts a fresh, empty shard with that
+  // index; the tables start again from the records sent from now on (heartbeats
+  // refill the node table within one period). Returns the indices that moved here.
+  std::vector<int> rank_lost(Rank dead, int size, const std::function<bool(Rank)>& is_lost);
+  // The rank hosting the shard that holds `node`'s status (its heartbeats go there).
+  Rank status_host(Rank node);
 
   struct Handled {
     std::vector<NodeStatus> nodes;     // node statuses published to this rank
@@ -66,6 +74,7 @@ class ControlPlane {
   std::mutex mutex_;
   ControlClient client_;
   std::vector<std::unique_ptr<ControlShard>> shards_;
+  bool nodes_subscribed_ = false;
 };
 
 }  // namespace brisk

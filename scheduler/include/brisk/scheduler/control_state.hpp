@@ -406,6 +406,8 @@ class ControlShard {
   std::uint64_t dropped_events() const noexcept { return dropped_events_; }
   std::size_t num_object_subscriptions() const noexcept;   // pending (object, rank) pairs
   std::vector<Rank> node_subscribers() const { return node_subscribers_; }
+  // Rank `dead` died: it is no longer notified of anything.
+  void drop_subscriber(Rank dead);
   const ControlShardStats& stats() const noexcept { return stats_; }
 
  private:
@@ -518,6 +520,13 @@ class ControlClient {
   // shard index.
   void subscribe(const Channel& channel);
   void unsubscribe(const Channel& channel);
+  // Subscribes `channel` at one shard index only (after that shard moved).
+  void subscribe_at(int shard, const Channel& channel);
+
+  // Shard index `shard` now lives on `to` (its rank died and a fresh shard with that
+  // index serves there): its batches, sealed ones included, go there from now on,
+  // and notifications for it are accepted from there.
+  void move_shard(int shard, Rank to);
   void query_function(FunctionId id);
   void query_object(ObjectId id);
   void query_lineage(TaskId id);
