@@ -43,6 +43,13 @@ struct Restartable : WaiterNode {
   std::string type;
   Ref<ActorSelf> current;          // the latest build's creation object
   std::uint32_t incarnation = 0;
+  std::size_t replay = 0;          // replay_calls: calls of the log the current rebuild runs again
+};
+
+// On the creator's rank: the calls of an actor with replay_calls.
+struct Logged {
+  std::shared_ptr<ActorLog> log;
+  std::shared_ptr<ActorCaller> caller;
 };
 
 struct Table {
@@ -50,6 +57,7 @@ struct Table {
   std::unordered_map<TaskId, std::shared_ptr<Slot>> slots;
   std::unordered_map<TaskId, Location> moves;
   std::unordered_map<TaskId, std::shared_ptr<Restartable>> restartable;
+  std::unordered_map<TaskId, Logged> logs;
 };
 
 Table& table() {
@@ -140,6 +148,7 @@ int built_rank(const Ref<ActorSelf>& creation) {
 }
 
 void rebuild_done(WaiterNode* node, ObjectState*) noexcept;
+void replay_calls(Restartable& r, std::uint32_t incarnation, int rank) noexcept;
 
 // Starts rebuilding `r` (table lock held); false when no restart is left.
 bool start_rebuild(Table& t, Restartable& r, int lost_rank) {
@@ -170,12 +179,20 @@ void actors_rank_lost(int rank) noexcept {
   Table& t = table();
   std::vector<std::shared_ptr<Restartable>> rebuild;
   std::vector<TaskBase*> failed;
+  // Actors that replay their calls: the build number changes and the calls logged
+  // so far are counted under the log's lock (taken before the table's, as calls do),
+  // so that every call is either replayed or numbered for the new build.
+  std::vector<std::pair<std::shared_ptr<Restartable>, Logged>> logged;
   {
     std::lock_guard lock(t.mutex);
     for (auto& [id, r] : t.restartable) {
       auto it = t.moves.find(id);
       const int at = it != t.moves.end() && !it->second.rebuilding ? it->second.rank : built_rank(r->current);
       if (at != rank || (it != t.moves.end() && it->second.lost)) continue;
+      if (auto lg = t.logs.find(id); lg != t.logs.end()) {
+        logged.emplace_back(r, lg->second);
+        continue;
+      }
       if (start_rebuild(t, *r, rank)) rebuild.push_back(r);
     }
     // Rebuilt actors this rank heard of (it did not create them): calls now fail.
@@ -185,6 +202,14 @@ void actors_rank_lost(int rank) noexcept {
         loc.why = fmt::format("the actor's rank {} was lost", rank);
       }
     }
+  }
+  for (auto& [r, lg] : logged) {
+    std::lock_guard log_lock(lg.log->mutex);
+    std::lock_guard lock(t.mutex);
+    if (!start_rebuild(t, *r, rank)) continue;
+    r->replay = lg.log->entries.size();
+    lg.caller->reserve(r->incarnation, r->replay);
+    rebuild.push_back(r);
   }
   for (auto& r : rebuild) {
     Ref<ActorSelf> next;
@@ -233,7 +258,33 @@ void rebuild_done(WaiterNode* node, ObjectState*) noexcept {
   }
   RuntimeContext* ctx = context();
   if (rank >= 0 && ctx && ctx->distributed) ctx->distributed->announce_actor_moved(r->id, Rank{rank}, incarnation);
+  if (rank >= 0) replay_calls(*r, incarnation, rank);
   for (TaskBase* task : parked) route_actor_call(task);
+}
+
+// The calls logged before the rebuild, again, in order, as the first calls of the
+// new build; a call whose result never came gets the replayed one.
+void replay_calls(Restartable& r, std::uint32_t incarnation, int rank) noexcept {
+  Logged lg;
+  {
+    Table& t = table();
+    std::lock_guard lock(t.mutex);
+    auto it = t.logs.find(r.id);
+    if (it == t.logs.end()) return;
+    lg = it->second;
+  }
+  CurrentTaskScope none(nullptr);  // submitted as root tasks of this thread
+  std::lock_guard log_lock(lg.log->mutex);
+  const std::size_t n = std::min(r.replay, lg.log->entries.size());
+  for (std::size_t k = 0; k < n; ++k) {
+    ActorLogEntry& e = *lg.log->entries[k];
+    ObjectState* into = e.original && !e.original->ready() ? e.original : nullptr;
+    try {
+      e.replay(into, incarnation, k, rank);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "brisk: replaying call %zu of actor %s failed: %s\n", k, r.type.c_str(), ex.what());
+    }
+  }
 }
 }  // namespace
 
@@ -262,6 +313,38 @@ int actor_moved_rank(TaskId id) noexcept {
   return it == t.moves.end() || it->second.rebuilding ? -1 : it->second.rank;
 }
 
+namespace {
+void log_entry_done(WaiterNode* node, ObjectState*) noexcept {
+  auto* e = static_cast<ActorLogEntry*>(node);
+  std::lock_guard lock(e->log->mutex);
+  if (ObjectState* o = std::exchange(e->original, nullptr)) o->release();
+}
+}  // namespace
+
+void ActorLog::add(std::unique_ptr<ActorLogEntry> entry, ObjectState* original) {
+  entry->log = this;
+  entry->notify = &log_entry_done;
+  original->add_ref();
+  entry->original = original;
+  if (!original->add_waiter(entry.get())) {
+    entry->original = nullptr;
+    original->release();
+  }
+  entries.push_back(std::move(entry));
+}
+
+void register_actor_log(TaskId id, std::shared_ptr<ActorLog> log, std::shared_ptr<ActorCaller> caller) {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  t.logs[id] = Logged{std::move(log), std::move(caller)};
+}
+
+bool actor_replays(TaskId id) noexcept {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  return t.logs.count(id) != 0;
+}
+
 void register_actor_restarts(TaskId id, int max_restarts, Ref<ActorSelf> creation,
                              std::function<Ref<ActorSelf>()> rebuild, std::string type) {
   auto r = std::make_shared<Restartable>();
@@ -285,7 +368,14 @@ void route_actor_call(TaskBase* task) noexcept {
     if (it != t.moves.end()) {
       Location& loc = it->second;
       if (call.incarnation < loc.incarnation) {
+        const bool replayed = t.logs.count(call.actor) != 0;
         lock.unlock();
+        if (replayed) {
+          // The rebuild runs this call again and completes its result.
+          if (ObjectState* result = task->take_result()) result->release();
+          delete task;
+          return;
+        }
         fail_lost(task, "the actor was rebuilt on another rank after this call was made");
         return;
       }
@@ -371,10 +461,21 @@ std::uint64_t new_actor_caller() noexcept {
 
 void destroy_actors() noexcept {
   std::unordered_map<TaskId, std::shared_ptr<Slot>> slots;
+  std::unordered_map<TaskId, Logged> logs;
   {
     Table& t = table();
     std::lock_guard lock(t.mutex);
     slots.swap(t.slots);
+    logs.swap(t.logs);
+  }
+  // Kept calls let go of their arguments now, while the runtime is up; an entry
+  // still waiting on its call's result stays (it is registered with the object).
+  for (auto& [id, lg] : logs) {
+    std::lock_guard lock(lg.log->mutex);
+    for (auto& e : lg.log->entries) {
+      if (e->original) (void)e.release();
+    }
+    lg.log->entries.clear();
   }
   for (auto& [id, slot] : slots) {
     std::vector<TaskBase*> waiting;

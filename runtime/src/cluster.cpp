@@ -277,12 +277,17 @@ void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
 
 void Cluster::fail_pending_on(Rank peer) {
   std::vector<std::pair<TaskId, Pending>> lost, replay;
+  std::vector<ObjectState*> replayed_calls;
   {
     std::lock_guard lock(pending_mutex_);
     for (auto it = pending_.begin(); it != pending_.end();) {
       const bool there = it->second.lineage.executor == peer;
       if (!there && !it->second.placed_elsewhere) {
         ++it;
+      } else if (there && it->second.actor_replay) {
+        // The rebuilt actor runs the call again and completes its result.
+        replayed_calls.push_back(it->second.result);
+        it = pending_.erase(it);
       } else if (it->second.task) {
         // Runs again elsewhere; a result that still comes from an earlier run is dropped.
         {
@@ -299,6 +304,7 @@ void Cluster::fail_pending_on(Rank peer) {
       }
     }
   }
+  for (ObjectState* o : replayed_calls) o->release();
   tasks_replayed_.fetch_add(replay.size(), std::memory_order_relaxed);
   for (auto& [id, p] : replay) reship(p.task, p.result, p.rebuild);
   for (auto& [id, p] : lost) {
@@ -731,7 +737,7 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
     if (has_options) w(options->name, options->resources, options->max_retries, options->actor_creation);
     const detail::ActorCall* call = task->actor_call();
     w(static_cast<std::uint8_t>(call != nullptr));
-    if (call) w(call->actor.hi, call->actor.lo, call->caller, call->seq);
+    if (call) w(call->actor.hi, call->actor.lo, call->caller, call->seq, call->incarnation);
     // Where the arguments' bytes are, for placement by locality.
     std::vector<ObjectState*> args;
     task->arg_objects(args);
@@ -771,7 +777,8 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
     const bool keep = keep_specs_ && !task->actor_call();
     {
       std::lock_guard lock(pending_mutex_);
-      pending_.emplace(id, Pending{result, task->name(), std::move(lineage), keep ? task : nullptr, rebuild, for_placement});
+      pending_.emplace(id, Pending{result, task->name(), std::move(lineage), keep ? task : nullptr, rebuild, for_placement,
+                                   call && keep_specs_ && detail::actor_replays(call->actor)});
     }
     handed = true;
     // Otherwise it goes now; lent references stay counted on their objects.
@@ -873,7 +880,7 @@ bool Cluster::read_spec_header(Rank from, Reader& r, SpecHeader& h) {
     r(is_call);
     if (is_call) {
       h.call.emplace();
-      r(h.call->actor.hi, h.call->actor.lo, h.call->caller, h.call->seq);
+      r(h.call->actor.hi, h.call->actor.lo, h.call->caller, h.call->seq, h.call->incarnation);
     }
     r(h.hints);
   } catch (const std::exception& e) {
@@ -971,6 +978,7 @@ void Cluster::handle_task(Rank from, std::span<const std::byte> record) {
     call->actor = h.call->actor;
     call->caller = h.call->caller;
     call->seq = h.call->seq;
+    call->incarnation = h.call->incarnation;
     call->rank = self_.value;
     task->set_actor_call(std::move(call));
   }

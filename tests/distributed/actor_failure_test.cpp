@@ -4,7 +4,9 @@
 // The actors on the victim (the last rank): a call in flight fails with a rank-lost
 // error; an actor without restarts fails every later call; one with max_restarts is
 // rebuilt elsewhere from its constructor and answers again, also through a handle
-// that a task on another rank holds. Prints "actor failure test OK" on success.
+// that a task on another rank holds; one with replay_calls comes back with the state
+// its calls had built, and its calls in flight get their results. Prints "actor
+// failure test OK" on success.
 #include <signal.h>
 
 #include <chrono>
@@ -76,12 +78,19 @@ int main(int argc, char** argv) {
     const std::map<std::string, double> on_zero{{"rank0", 1}};
     auto plain = actor_on(victim, {}, 10L);
     auto rebuilt = actor_on(victim, brisk::ActorOptions{.max_restarts = 1}, 100L);
-    if (!plain.valid() || !rebuilt.valid()) {
+    auto replayed = actor_on(victim, brisk::ActorOptions{.max_restarts = 1, .replay_calls = true}, 1000L);
+    if (!plain.valid() || !rebuilt.valid() || !replayed.valid()) {
       std::printf("could not place the actors on rank %d\n", victim);
       return 1;
     }
     check(brisk::get(plain.call(&Counter::add, 1L)) == 11, "plain actor answers before the failure");
     check(brisk::get(rebuilt.call(&Counter::add, 5L)) == 105, "restartable actor answers before the failure");
+    // The replaying actor: 10 calls done, then one in flight and 5 queued behind it.
+    for (long k = 1; k <= 10; ++k) (void)replayed.call(&Counter::add, k);
+    check(brisk::get(replayed.call(&Counter::add, 0L)) == 1055, "replaying actor answers before the failure");
+    auto replay_in_flight = replayed.call(&Counter::slow_add, 100L);
+    std::vector<brisk::Ref<long>> queued;
+    for (long k = 1; k <= 5; ++k) queued.push_back(replayed.call(&Counter::add, k));
     auto in_flight = plain.call(&Counter::slow_add, 1L);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
 
@@ -103,6 +112,24 @@ int main(int argc, char** argv) {
     check(through == 103, "a handle passed to a task reaches the rebuilt actor: " + std::to_string(through));
     for (int i = 0; i < 20; ++i) (void)rebuilt.call(&Counter::add, 1L);
     check(brisk::get(rebuilt.call(&Counter::add, 0L)) == 123, "calls keep their order after the rebuild");
+
+    // 1000 + 55 before; the call in flight and the queued ones complete with the
+    // values an unbroken run gives; later calls continue from there.
+    const std::string replay_error = error_of(replay_in_flight);
+    check(replay_error.empty() && brisk::get(replay_in_flight) == 1155,
+          "the replaying actor's call in flight gets its result after the rebuild" +
+              (replay_error.empty() ? ": " + std::to_string(brisk::get(replay_in_flight)) : " (" + replay_error + ")"));
+    long expect = 1155;
+    bool queued_ok = true;
+    for (long k = 1; k <= 5; ++k) {
+      expect += k;
+      const std::string e = error_of(queued[static_cast<std::size_t>(k - 1)]);
+      queued_ok = queued_ok && e.empty() && brisk::get(queued[static_cast<std::size_t>(k - 1)]) == expect;
+    }
+    check(queued_ok, "the queued calls get their results in order");
+    const long next = brisk::get(replayed.call(&Counter::add, 1L));
+    check(next == expect + 1, "the replayed state goes on: " + std::to_string(next) + " (want " + std::to_string(expect + 1) + ")");
+    check(replayed.rank() != victim, "the replaying actor lives on rank " + std::to_string(replayed.rank()));
     std::printf(failures == 0 ? "actor failure test OK\n" : "actor failure test FAILED\n");
     return failures == 0 ? 0 : 1;
   });

@@ -51,6 +51,7 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "brisk/core/api.hpp"
 #include "brisk/core/function_registry.hpp"
@@ -65,6 +66,13 @@ struct ActorOptions {
   // on another rank) when its rank dies. The constructor's arguments must then be
   // copyable.
   int max_restarts = 0;
+  // With max_restarts: the creating rank keeps every call it makes (the method and
+  // copies of its arguments), and a rebuilt actor runs them again, in their order,
+  // before any new call, so that a deterministic actor comes back with the state it
+  // had; calls that were in flight when the rank died get the replayed results.
+  // Calls made from other ranks' handles are not kept. The kept calls live as long
+  // as the actor (their arguments with them).
+  bool replay_calls = false;
 };
 
 namespace detail {
@@ -92,6 +100,33 @@ int actor_moved_rank(TaskId id) noexcept;
 // On the creator's rank: how to rebuild the actor when its rank dies.
 void register_actor_restarts(TaskId id, int max_restarts, Ref<ActorSelf> creation,
                              std::function<Ref<ActorSelf>()> rebuild, std::string type);
+struct ActorCaller;
+struct ActorLog;
+
+// The calls the creating rank made on an actor with replay_calls, in order. A
+// rebuild replays the first `count` (those made before it) with the sequence
+// numbers 0..count-1 of the new build.
+struct ActorLogEntry : WaiterNode {
+  // Submits the call again as call `seq` of build `incarnation` on `rank`, its result
+  // into `into` (the original call's, not complete yet) or into a new object.
+  std::function<void(ObjectState* into, std::uint32_t incarnation, std::uint64_t seq, int rank)> replay;
+  ObjectState* original = nullptr;  // a reference until the original completes (log mutex)
+  ActorLog* log = nullptr;
+};
+struct ActorLog {
+  // Recursive: a replayed call that fails at once completes its original on the
+  // replaying thread, whose waiter takes the lock again.
+  std::recursive_mutex mutex;
+  std::vector<std::unique_ptr<ActorLogEntry>> entries;
+  // Appends `entry`, whose result is `original` (a reference is kept until it
+  // completes). The caller holds `mutex`.
+  void add(std::unique_ptr<ActorLogEntry> entry, ObjectState* original);
+};
+// On the creator's rank: the log of an actor that replays its calls.
+void register_actor_log(TaskId id, std::shared_ptr<ActorLog> log, std::shared_ptr<ActorCaller> caller);
+// Whether calls to this actor made here are replayed after a rebuild (then their
+// results must not fail when the actor's rank dies: the replay completes them).
+bool actor_replays(TaskId id) noexcept;
 // The runtime's notices: a rank died; an actor was rebuilt elsewhere (from its creator).
 void actors_rank_lost(int rank) noexcept;
 void actor_moved(TaskId id, int rank, std::uint32_t incarnation) noexcept;
@@ -179,6 +214,12 @@ struct ActorCaller {
     }
     return next++;
   }
+  // Build `current` starts after `count` numbers kept for replayed calls.
+  void reserve(std::uint32_t current, std::uint64_t count) {
+    std::lock_guard lock(mutex);
+    incarnation = current;
+    next = count;
+  }
 };
 
 }  // namespace detail
@@ -206,6 +247,7 @@ class Actor {
     auto call = std::make_unique<detail::ActorCall>();
     call->actor = self_.id;
     call->caller = caller_->id;
+    if (log_) return logged_call(std::move(call), invoker, std::forward<A>(args)...);
     call->incarnation = detail::actor_incarnation(self_.id);
     call->seq = caller_->number(call->incarnation);
     if (!creation_.valid()) {  // received from another rank: the actor exists
@@ -269,6 +311,45 @@ class Actor {
   template <class D, class... A>
   friend Actor<D> actor(const ActorOptions& options, A&&... args);
 
+  // A call of an actor with replay_calls, made on its creator's rank: numbered and
+  // logged together (under the log's lock), so that a rebuild replays exactly the
+  // calls numbered for the builds before it.
+  template <class R, class... P, class... A>
+  Ref<R> logged_call(std::unique_ptr<detail::ActorCall> call, R (*invoker)(detail::ActorSelf, P...), A&&... args) const {
+    if constexpr ((std::is_copy_constructible_v<std::decay_t<A>> && ...)) {
+      auto entry = std::make_unique<detail::ActorLogEntry>();
+      entry->replay = [options = options_, self = self_, caller = caller_->id, invoker,
+                       ... kept = std::decay_t<A>(args)](detail::ObjectState* into, std::uint32_t incarnation,
+                                                         std::uint64_t seq, int rank) {
+        auto again = std::make_unique<detail::ActorCall>();
+        again->actor = self.id;
+        again->caller = caller;
+        again->incarnation = incarnation;
+        again->seq = seq;
+        again->rank = rank;
+        detail::ActorSelf at = self;
+        at.rank = rank;
+        detail::submit_into(static_cast<detail::TypedObject<detail::stored_t<R>>*>(into), options, std::move(again),
+                            invoker, at, kept...);
+      };
+      std::lock_guard lock(log_->mutex);
+      call->incarnation = detail::actor_incarnation(self_.id);
+      call->seq = caller_->number(call->incarnation);
+      Ref<R> ref;
+      if (creation_.ready() && !creation_.state()->has_error()) {
+        call->rank = creation_.state()->value().rank;
+      } else {
+        call->creation = creation_.state();
+        call->creation->add_ref();
+      }
+      ref = detail::submit_checked(options_, std::move(call), invoker, creation_, std::forward<A>(args)...);
+      log_->add(std::move(entry), ref.state());
+      return ref;
+    } else {
+      detail::throw_actor_unusable("brisk::Actor::call: replay_calls needs copyable call arguments");
+    }
+  }
+
   // Calls carry the actor's resources; they are named after the method.
   void set_resources(std::map<std::string, double> resources) {
     if (resources.empty()) return;
@@ -282,6 +363,7 @@ class Actor {
   std::string failure_;               // received: why the actor is unusable
   std::shared_ptr<const TaskOptions> options_;
   std::shared_ptr<detail::ActorCaller> caller_;
+  std::shared_ptr<detail::ActorLog> log_;  // the creator's handle of an actor with replay_calls
 };
 
 // actor<C>(options, args...): creates an actor of class C with C(args...) on a rank
@@ -303,6 +385,13 @@ Actor<C> actor(const ActorOptions& options, A&&... args) {
   handle.caller_ = std::make_shared<detail::ActorCaller>();
   handle.set_resources(options.resources);
   if (options.max_restarts < 0) detail::throw_actor_unusable("brisk::actor: max_restarts must be >= 0");
+  if (options.replay_calls && options.max_restarts == 0) {
+    detail::throw_actor_unusable("brisk::actor: replay_calls needs max_restarts > 0");
+  }
+  if (options.replay_calls) {
+    handle.log_ = std::make_shared<detail::ActorLog>();
+    detail::register_actor_log(handle.self_.id, handle.log_, handle.caller_);
+  }
   if (options.max_restarts > 0) {
     if constexpr ((std::is_copy_constructible_v<std::decay_t<A>> && ...)) {
       auto rebuild = [task_options, self = handle.self_, ... kept = std::decay_t<A>(args)]() {

@@ -46,10 +46,11 @@ const T& read_value(const Ref<T>& ref) {
   return ref.state()->value();
 }
 
-// Submits fn(args...); `actor` makes it a call on an actor (actor.hpp).
+// Starts fn(args...) as a task whose result goes into `result` (one reference of
+// which the task takes over); `actor` makes it a call on an actor (actor.hpp).
 template <class R, class... P, class... A>
-Ref<R> submit_checked(std::shared_ptr<const TaskOptions> options, std::unique_ptr<ActorCall> actor,
-                      R (*fn)(P...), A&&... args) {
+void start_task(TypedObject<stored_t<R>>* result, std::shared_ptr<const TaskOptions> options,
+                std::unique_ptr<ActorCall> actor, R (*fn)(P...), A&&... args) {
   static_assert(CheckSignature<R, P...>::ok);
   static_assert([]<std::size_t... I>(std::index_sequence<I...>) {
     return (CheckArgument<I, std::tuple_element_t<I, std::tuple<P...>>,
@@ -58,12 +59,12 @@ Ref<R> submit_checked(std::shared_ptr<const TaskOptions> options, std::unique_pt
 
   RuntimeContext& ctx = require_context("brisk::remote");
   const FunctionInfo* info = find_function(function_address(fn));
-  if (!info) throw_unregistered(function_address(fn));
+  if (!info) {
+    result->release();
+    throw_unregistered(function_address(fn));
+  }
   const char* name = options && options->interned_name ? options->interned_name : info->name.c_str();
-  TaskId id = next_task_id();
-  auto* result = new TypedObject<stored_t<R>>(ObjectId::returned_by(id));  // the task's reference
-  Ref<R> ref = Ref<R>::adopt(result);
-  result->add_ref();
+  const TaskId id = TaskId{{result->id().hi, result->id().lo}};
   if (options && !options->resources.empty()) {
     std::string why = infeasible_reason(options->resources);
     if (!why.empty()) {
@@ -74,7 +75,7 @@ Ref<R> submit_checked(std::shared_ptr<const TaskOptions> options, std::unique_pt
       info_ptr->rank = ctx.rank;
       result->complete_error(std::move(info_ptr));
       result->release();
-      return ref;
+      return;
     }
   }
   using Task = TypedTask<R, R (*)(P...), std::tuple<typename ArgTraits<P, A>::stored...>, std::tuple<P...>>;
@@ -83,7 +84,33 @@ Ref<R> submit_checked(std::shared_ptr<const TaskOptions> options, std::unique_pt
   if (actor) task->set_actor_call(std::move(actor));
   if (ctx.events) ctx.events->record(EventKind::kSubmit, id.lo, name);
   task->start();
+}
+
+// Submits fn(args...); `actor` makes it a call on an actor (actor.hpp).
+template <class R, class... P, class... A>
+Ref<R> submit_checked(std::shared_ptr<const TaskOptions> options, std::unique_ptr<ActorCall> actor,
+                      R (*fn)(P...), A&&... args) {
+  require_context("brisk::remote");
+  const TaskId id = next_task_id();
+  auto* result = new TypedObject<stored_t<R>>(ObjectId::returned_by(id));  // the task's reference
+  Ref<R> ref = Ref<R>::adopt(result);
+  result->add_ref();
+  start_task(result, std::move(options), std::move(actor), fn, std::forward<A>(args)...);
   return ref;
+}
+
+// Submits fn(args...) again, its result into `into` when it is not null (an object
+// whose first task was lost; a reference is taken for the task), else into a new
+// object that nobody reads (actor call replay).
+template <class R, class... P, class... A>
+void submit_into(TypedObject<stored_t<R>>* into, std::shared_ptr<const TaskOptions> options,
+                 std::unique_ptr<ActorCall> actor, R (*fn)(P...), A&&... args) {
+  if (!into) {
+    (void)submit_checked(std::move(options), std::move(actor), fn, std::forward<A>(args)...);
+    return;
+  }
+  into->add_ref();
+  start_task(into, std::move(options), std::move(actor), fn, std::forward<A>(args)...);
 }
 
 template <class R, class... P, class... A>

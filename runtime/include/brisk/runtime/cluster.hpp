@@ -181,6 +181,9 @@ class Cluster final : public detail::Executor,
     // Sent to a global scheduler for placement: the rank running it is not known
     // here, so any rank's death runs it again (a late duplicate result is dropped).
     bool placed_elsewhere = false;
+    // A call on an actor that replays its calls (ActorOptions::replay_calls): if its
+    // rank dies, the rebuilt actor runs it again and completes the result.
+    bool actor_replay = false;
   };
   // A result held on another rank, with the task that can make it again.
   struct Lineage {
