@@ -155,7 +155,8 @@ void report(const Progress& progress, std::int64_t done, std::int64_t total, Clo
 
 std::vector<brisk::Actor<Simulator>> make_simulators(const ExperimentConfig& c) {
   std::vector<brisk::Actor<Simulator>> sims;
-  for (int e = 0; e < c.envs; ++e) sims.push_back(brisk::actor<Simulator>(env_seed(c, e), c.cost));
+  const brisk::ActorOptions options{.max_restarts = c.actor_restarts, .replay_calls = c.actor_restarts > 0};
+  for (int e = 0; e < c.envs; ++e) sims.push_back(brisk::actor<Simulator>(options, env_seed(c, e), c.cost));
   for (const auto& s : sims) s.rank();  // created everywhere before the clock starts
   return sims;
 }

@@ -39,6 +39,9 @@ struct ExperimentConfig {
   int rollout_depth = 24;
   int search_parallel = 8;         // rollouts in flight
   StepCost search_cost{0.25, 0.0}; // per step inside rollouts
+  // Rebuilds of a simulator whose rank dies (ucx), its calls replayed so that it
+  // comes back with its state; 0: a dead simulator fails the way.
+  int actor_restarts = 0;
 };
 
 struct WayResult {

@@ -183,6 +183,10 @@ int main(int argc, char** argv) {
     app.add_option("--step-ms", a.config.cost.mean_ms, "extra work per step, ms")->capture_default_str()->check(CLI::NonNegativeNumber);
     app.add_option("--sigma", a.config.cost.sigma, "log-normal spread of the step work")->capture_default_str()->check(CLI::NonNegativeNumber);
     app.add_option("--seed", a.config.seed, "seed of everything")->capture_default_str();
+    app.add_option("--actor-restarts", a.config.actor_restarts,
+                   "rebuilds of a simulator whose rank dies, replaying its calls (--brisk-transport=ucx)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1000));
     app.add_option("--update-every", a.config.learner.steps_per_update, "learner update after this many steps")
         ->capture_default_str()->check(CLI::PositiveNumber);
     app.add_option("--async-k", a.config.async_batch, "wait(num_returns=k) of the async way (0: envs/4)")->capture_default_str();
