@@ -232,6 +232,7 @@ void Cluster::on_rank_lost(Rank peer, const Status& why) {
   // actors there fail.
   fail_pending_on(peer);
   if (peer.value == 0 && self_.value != 0) end_code_.store(kDriverLost, std::memory_order_release);
+  if (loss_handler_ && end_code_.load(std::memory_order_acquire) == kNoEnd) loss_handler_(peer);
 }
 
 void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
@@ -1957,6 +1958,17 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
         int code = 0;
         r(code);
         end_code_.store(code, std::memory_order_release);
+        if (any_rank_lost()) {
+          // After a death this rank's main thread may be stuck in an MPI collective
+          // that can never finish (a checkpoint being written): if it has not left
+          // in 2 s, leave without it.
+          std::thread([code, self = self_.value] {
+            std::this_thread::sleep_for(std::chrono::seconds(2));
+            std::fprintf(stderr, "brisk: rank %d: leaving with the job's end (code %d); this rank was blocked\n", self, code);
+            std::fflush(nullptr);
+            std::_Exit(code);
+          }).detach();
+        }
       });
       return;
     default:

@@ -244,6 +244,22 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     data = std::make_unique<RuntimeDataPlane>(rank, size, node.scheduler(), cluster.get(), node.events(),
                                               options.templates);
     cluster->set_data_handler([d = data.get()](Rank from, std::span<const std::byte> p) { d->receive(from.value, p); });
+    // Data objects and templates cannot run through a rank's loss yet: rather than
+    // hang, the job ends at once and says where to resume from.
+    cluster->set_loss_handler([c = cluster.get(), d = data.get(), dir = options.checkpoint_dir](Rank lost) {
+      if (!d->used()) return;
+      std::fprintf(stderr,
+                   "brisk: rank 0: rank %d was lost while the job used data objects, which cannot run through a "
+                   "rank's loss yet; the job ends; %s\n",
+                   lost.value, checkpoint_note(dir).c_str());
+      std::fflush(nullptr);
+      c->announce_end(1);
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the end notices go out
+        std::fflush(nullptr);
+        std::_Exit(1);
+      }).detach();
+    });
     cluster->start();
   } else {
     data = std::make_unique<RuntimeDataPlane>(rank, size, node.scheduler(), nullptr, node.events(), options.templates);

@@ -157,6 +157,10 @@ class Cluster final : public detail::Executor,
     data_handler_ = std::move(handler);
   }
   void send_data(Rank to, std::vector<std::byte> payload) { send_frame(to, FrameKind::kData, std::move(payload)); }
+  // Called (on the progress thread) once a rank is found dead and its tasks and
+  // roles are taken care of; for the parts of the runtime that cannot run through
+  // the loss. Set before start().
+  void set_loss_handler(std::function<void(Rank)> handler) { loss_handler_ = std::move(handler); }
 
   ClusterStats stats() const;
   // Sends `bytes` to `to` exactly as given (tests of the receiving side's checks).
@@ -288,6 +292,7 @@ class Cluster final : public detail::Executor,
   Transport& transport_;
   LocalScheduler& local_;
   std::function<void(Rank, std::span<const std::byte>)> data_handler_;
+  std::function<void(Rank)> loss_handler_;
   EventLog* events_;
   Config config_;
   Rank self_;
