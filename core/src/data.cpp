@@ -56,6 +56,11 @@ DataTaskRegistration::DataTaskRegistration(std::string_view name, DataFunction f
 
 void TemplateCore::run(std::vector<std::byte> params, const std::function<void()>& body) {
   DataPlane& plane = require_data_plane("brisk::Template::instantiate");
+  // --brisk-checkpoint-instantiations: a checkpoint before every N-th instantiation,
+  // with the values the driver saved (it saves where it is before instantiating).
+  if (CheckpointService* checkpoints = context()->checkpoints; checkpoints && checkpoints->instantiation_due()) {
+    checkpoints->write();
+  }
   if (installed_) {
     plane.instantiate(id_, std::move(params));
     return;

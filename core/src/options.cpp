@@ -311,6 +311,10 @@ std::optional<std::string> apply_checkpoint_every(std::string_view v, Options& o
   return apply_count(v, o.checkpoint_every_s, 1 << 30);
 }
 
+std::optional<std::string> apply_checkpoint_instantiations(std::string_view v, Options& o) {
+  return apply_count(v, o.checkpoint_instantiations, 1 << 30);
+}
+
 std::optional<std::string> apply_restore(std::string_view v, Options& o) {
   o.restore = std::string(v);
   return std::nullopt;
@@ -327,7 +331,7 @@ std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
 }
 
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 28> kSpecs = {{
+constexpr std::array<OptionSpec, 29> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -409,6 +413,10 @@ constexpr std::array<OptionSpec, 28> kSpecs = {{
     {"brisk-checkpoint-every", "BRISK_CHECKPOINT_EVERY", "SECONDS", "0", "expected an integer from 0 to 1073741824",
      "brisk::checkpoint::requested() turns true this long after the last checkpoint; 0 = only on SIGUSR1.",
      apply_checkpoint_every},
+    {"brisk-checkpoint-instantiations", "BRISK_CHECKPOINT_INSTANTIATIONS", "N", "0", "expected an integer from 0 to 1073741824",
+     "Writes a checkpoint before every N-th template instantiation, with the values the driver "
+     "saved (save the loop position before instantiating); 0 = never.",
+     apply_checkpoint_instantiations},
     {"brisk-restore", "BRISK_RESTORE", "latest|PATH", "\"\"", "expected latest or a checkpoint file",
      "Start from a checkpoint: latest = the newest one in --brisk-checkpoint-dir that verifies "
      "(corrupt or truncated newer ones are reported and skipped), or a file; "

@@ -290,6 +290,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     hooks.objects = [d = data.get()](std::uint64_t seq) { return d->checkpoint_objects(seq); };
     checkpoints.set_data_hooks(std::move(hooks));
     checkpoints.set_exit_after_signal(options.checkpoint_exit);
+    checkpoints.set_every_instantiations(options.checkpoint_instantiations);
   }
   if (kill_plan) arm_fault_injection(*kill_plan, rank);
   bool restore_failed = false;

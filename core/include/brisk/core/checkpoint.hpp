@@ -15,7 +15,12 @@
 // --brisk-restore=latest (or a file) and load() returns what the checkpoint held:
 // the newest checkpoint that verifies is used, and a corrupt or truncated newer one
 // is reported and skipped. Objects and tasks in flight are not saved yet: save what
-// the driver needs to go on, between steps.
+// the driver needs to go on, between steps. Data objects are saved (data.hpp).
+//
+// With --brisk-checkpoint-instantiations=N the runtime itself writes a checkpoint
+// before every N-th template instantiation (drain, write, go on), with the values
+// saved so far: save the loop position before instantiating, and a restart resumes
+// there.
 //
 // Driver only (rank 0, outside tasks). save() copies the value's serialized bytes;
 // now() blocks until every rank has written its part and returns the checkpoint's

@@ -114,6 +114,9 @@ struct Options {
   // --brisk-checkpoint-every / BRISK_CHECKPOINT_EVERY: seconds after which
   // brisk::checkpoint::requested() turns true again; 0 = only on SIGUSR1.
   int checkpoint_every_s = 0;
+  // --brisk-checkpoint-instantiations / BRISK_CHECKPOINT_INSTANTIATIONS: the runtime
+  // writes a checkpoint before every N-th template instantiation (0: never).
+  int checkpoint_instantiations = 0;
   // --brisk-checkpoint-exit / BRISK_CHECKPOINT_EXIT: after a checkpoint that SIGUSR1
   // asked for, end the job (exit code 75) so that a batch script requeues it.
   bool checkpoint_exit = false;

@@ -59,6 +59,13 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   void set_data_hooks(DataHooks hooks) { data_ = std::move(hooks); }
   // write() throws checkpoint::Exit after a checkpoint a signal asked for.
   void set_exit_after_signal(bool on) noexcept { exit_after_signal_ = on; }
+  // instantiation_due() turns true every `n` template instantiations (0: never).
+  void set_every_instantiations(int n) noexcept { every_instantiations_ = n; }
+  bool instantiation_due() noexcept override {
+    if (every_instantiations_ <= 0 || ++instantiations_ < every_instantiations_) return false;
+    instantiations_ = 0;
+    return true;
+  }
 
  private:
   Status commit(std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values);
@@ -76,6 +83,8 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   std::chrono::seconds every_;
   DataHooks data_;
   bool exit_after_signal_ = false;
+  int every_instantiations_ = 0;
+  int instantiations_ = 0;  // since the last checkpoint this counter asked for
   std::atomic<std::int64_t> last_ns_;  // steady clock of the last checkpoint (or the start)
 };
 

@@ -42,6 +42,9 @@ class CheckpointService {
   // Whether a checkpoint is due: a signal asked for one (SIGUSR1), or the period
   // (--brisk-checkpoint-every) passed since the last one.
   virtual bool requested() const noexcept = 0;
+  // Counts one template instantiation (driver thread); true when a checkpoint is due
+  // before it (every --brisk-checkpoint-instantiations).
+  virtual bool instantiation_due() noexcept { return false; }
 };
 
 // What core needs from a local scheduler.

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# template_checkpoint.sh PROGRAM SCRATCH MPIEXEC [transport]
+# Checkpoints taken by the runtime every 3 template instantiations; a run killed
+# after iteration 7 restarts from the checkpoint taken before iteration 5 and ends
+# with the uninterrupted run's checksum, with templates on and off.
+set -uo pipefail
+prog=$1 scratch=$2 mpiexec=$3 transport=${4:-mpi}
+run() {  # run ARGS...
+  timeout 120 "$mpiexec" --oversubscribe --bind-to none -n 2 "$prog" --iterations=12 --brisk-transport="$transport" "$@" 2>&1
+}
+fail() { echo "template checkpoint test FAILED: $*"; exit 1; }
+rm -rf "$scratch" && mkdir -p "$scratch"
+
+whole=$(run | grep '^checksum') || fail "the uninterrupted run printed no checksum"
+run --brisk-checkpoint-instantiations=3 --brisk-checkpoint-dir="$scratch/all" | grep -q "^$whole" ||
+  fail "checkpoints changed the result"
+[ "$(ls "$scratch/all" | grep -c '^ckpt-.*\.h5$')" -eq 3 ] || fail "expected the last 3 of 4 checkpoints: $(ls "$scratch/all")"
+
+for templates in on off; do
+  dir="$scratch/killed-$templates"
+  run --die-after=7 --brisk-checkpoint-instantiations=3 --brisk-checkpoint-dir="$dir" --brisk-templates=$templates \
+      > "$scratch/killed.log"
+  grep -q '^checksum' "$scratch/killed.log" && fail "the killed run finished"
+  out=$(run --brisk-checkpoint-dir="$dir" --brisk-restore=latest --brisk-templates=$templates)
+  echo "$out" | grep -q "resuming at iteration 5" || fail "templates $templates: no resume at iteration 5: $out"
+  echo "$out" | grep -q "^$whole" || fail "templates $templates: $(echo "$out" | grep '^checksum'), expected $whole"
+  echo "templates $templates: killed after iteration 7, resumed at 5, $whole"
+done
+echo "template checkpoint test OK"
