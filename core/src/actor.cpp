@@ -149,6 +149,7 @@ int built_rank(const Ref<ActorSelf>& creation) {
 
 void rebuild_done(WaiterNode* node, ObjectState*) noexcept;
 void replay_calls(Restartable& r, std::uint32_t incarnation, int rank) noexcept;
+void fail_logged_calls(const TaskId& id, const std::string& why) noexcept;
 
 // Starts rebuilding `r` (table lock held); false when no restart is left.
 bool start_rebuild(Table& t, Restartable& r, int lost_rank) {
@@ -217,12 +218,16 @@ void actors_rank_lost(int rank) noexcept {
       CurrentTaskScope none(nullptr);  // submitted as a root task of this thread
       next = r->rebuild();
     } catch (const std::exception& e) {
-      std::lock_guard lock(t.mutex);
-      Location& loc = t.moves[r->id];
-      loc.rebuilding = false;
-      loc.lost = true;
-      loc.why = fmt::format("the actor {} could not be rebuilt: {}", r->type, e.what());
-      failed.swap(loc.parked);
+      std::string why;
+      {
+        std::lock_guard lock(t.mutex);
+        Location& loc = t.moves[r->id];
+        loc.rebuilding = false;
+        loc.lost = true;
+        loc.why = why = fmt::format("the actor {} could not be rebuilt: {}", r->type, e.what());
+        failed.swap(loc.parked);
+      }
+      fail_logged_calls(r->id, why);
       continue;
     }
     ObjectState* o = next.state();
@@ -258,8 +263,36 @@ void rebuild_done(WaiterNode* node, ObjectState*) noexcept {
   }
   RuntimeContext* ctx = context();
   if (rank >= 0 && ctx && ctx->distributed) ctx->distributed->announce_actor_moved(r->id, Rank{rank}, incarnation);
-  if (rank >= 0) replay_calls(*r, incarnation, rank);
+  if (rank >= 0) {
+    replay_calls(*r, incarnation, rank);
+  } else {
+    fail_logged_calls(r->id, fmt::format("the actor {} could not be rebuilt", r->type));
+  }
   for (TaskBase* task : parked) route_actor_call(task);
+}
+
+// A rebuild that does not happen: the logged calls whose results never came fail.
+void fail_logged_calls(const TaskId& id, const std::string& why) noexcept {
+  Logged lg;
+  {
+    Table& t = table();
+    std::lock_guard lock(t.mutex);
+    auto it = t.logs.find(id);
+    if (it == t.logs.end()) return;
+    lg = it->second;
+  }
+  std::lock_guard log_lock(lg.log->mutex);
+  for (auto& e : lg.log->entries) {
+    if (e->original && !e->original->ready()) {
+      auto error = std::make_shared<ErrorInfo>();
+      error->kind = ErrorKind::kRankLost;
+      error->message = why;
+      error->function = "actor call";
+      RuntimeContext* ctx = context();
+      error->rank = ctx ? ctx->rank : -1;
+      e->original->complete_error(std::move(error));
+    }
+  }
 }
 
 // The calls logged before the rebuild, again, in order, as the first calls of the
@@ -342,7 +375,9 @@ void register_actor_log(TaskId id, std::shared_ptr<ActorLog> log, std::shared_pt
 bool actor_replays(TaskId id) noexcept {
   Table& t = table();
   std::lock_guard lock(t.mutex);
-  return t.logs.count(id) != 0;
+  if (t.logs.count(id) == 0) return false;
+  auto it = t.moves.find(id);
+  return it != t.moves.end() && it->second.rebuilding;
 }
 
 void register_actor_restarts(TaskId id, int max_restarts, Ref<ActorSelf> creation,
@@ -368,7 +403,7 @@ void route_actor_call(TaskBase* task) noexcept {
     if (it != t.moves.end()) {
       Location& loc = it->second;
       if (call.incarnation < loc.incarnation) {
-        const bool replayed = t.logs.count(call.actor) != 0;
+        const bool replayed = call.logged && t.logs.count(call.actor) != 0;
         lock.unlock();
         if (replayed) {
           // The rebuild runs this call again and completes its result.
@@ -473,7 +508,9 @@ void destroy_actors() noexcept {
   for (auto& [id, lg] : logs) {
     std::lock_guard lock(lg.log->mutex);
     for (auto& e : lg.log->entries) {
-      if (e->original) (void)e.release();
+      if (!e->original) continue;
+      e->keep = lg.log;  // the entry (and its log) outlive the table: its call may still end
+      (void)e.release();
     }
     lg.log->entries.clear();
   }

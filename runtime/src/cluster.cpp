@@ -219,6 +219,21 @@ void Cluster::on_rank_lost(Rank peer, const Status& why) {
   any_lost_.store(true, std::memory_order_release);
   // A rank declared dead may only be hung: transfers from it must not wait on it.
   transport_.disconnect(peer);
+  // Proxies that asked the dead rank where their object's copy is get no answer.
+  std::vector<ObjectState*> orphans;
+  {
+    std::lock_guard lock(directory_mutex_);
+    for (auto& [id, o] : directory_) {
+      DistInfo* d = o->dist();
+      if (!d || !d->proxy || d->owner != peer) continue;
+      std::lock_guard dl(d->mutex);
+      if (d->relocating && o->try_add_ref()) orphans.push_back(o);
+    }
+  }
+  for (ObjectState* o : orphans) {
+    relocated(o, std::nullopt, lost_error(o, fmt::format("its owner, rank {}, died before it said where a copy is", peer.value)));
+    o->release();
+  }
   // Its control shards move to live ranks (empty: the tables refill from new records).
   for (int i : control_->rank_lost(peer, size_, [this](Rank r) { return rank_lost(r); })) {
     std::fprintf(stderr, "brisk: rank %d: control shard %d moved here from rank %d, which was lost (its tables start empty)\n",
@@ -246,7 +261,7 @@ void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
       if (now - n.heard > (keep_specs_ ? config_.failure_timeout : config_.fatal_timeout)) silent.push_back(r);
     }
   }
-  if (!keep_specs_ && !silent.empty()) {
+  if (!keep_specs_ && !silent.empty() && end_code_.load(std::memory_order_acquire) == kNoEnd) {
     // This transport cannot run through a failure: end the job now rather than hang.
     config_.fatal(fmt::format("rank {} sent no heartbeat for {} ms: it died or hangs, and the mpi transport cannot "
                               "run through a failure (--brisk-transport=ucx can)",
@@ -285,7 +300,7 @@ void Cluster::fail_pending_on(Rank peer) {
       const bool there = it->second.lineage.executor == peer;
       if (!there && !it->second.placed_elsewhere) {
         ++it;
-      } else if (there && it->second.actor_replay) {
+      } else if (there && it->second.actor_replay && detail::actor_replays(it->second.actor)) {
         // The rebuilt actor runs the call again and completes its result.
         replayed_calls.push_back(it->second.result);
         it = pending_.erase(it);
@@ -309,10 +324,27 @@ void Cluster::fail_pending_on(Rank peer) {
   tasks_replayed_.fetch_add(replay.size(), std::memory_order_relaxed);
   for (auto& [id, p] : replay) reship(p.task, p.result, p.rebuild);
   for (auto& [id, p] : lost) {
+    if (p.result->ready()) {  // an actor call whose failed rebuild failed it already
+      p.result->release();
+      continue;
+    }
     p.result->complete_error(make_error(ErrorKind::kRankLost, fmt::format("rank {} was lost while it held the task", peer.value),
                                         p.name ? p.name : "?", peer.value));
     p.result->release();
   }
+}
+
+void Cluster::abandon(TaskBase* task, bool rebuild, std::shared_ptr<const ErrorInfo> why) noexcept {
+  if (rebuild) {
+    ObjectState* result = task->take_result();
+    if (result) {
+      relocated(result, std::nullopt, why->kind == ErrorKind::kObjectLost ? why : lost_error(result, why->message));
+      result->release();
+    }
+  } else {
+    task->cancel(std::move(why));
+  }
+  delete task;
 }
 
 void Cluster::reship(TaskBase* task, ObjectState* result, bool rebuild) noexcept {
@@ -327,9 +359,10 @@ void Cluster::reship(TaskBase* task, ObjectState* result, bool rebuild) noexcept
   const auto* demand = task->resources();
   const Rank to = choose_node(demand ? *demand : kNoDemand, locality_hints(args));
   if (to.value < 0) {
-    task->cancel(make_error(rebuild ? ErrorKind::kObjectLost : ErrorKind::kRankLost,
-                            "no live rank can meet its resource demand to run it again", task->name(), self_.value));
-    delete task;
+    // A rebuilt object is complete already: it is lost, not failed.
+    abandon(task, rebuild,
+            make_error(rebuild ? ErrorKind::kObjectLost : ErrorKind::kRankLost,
+                       "no live rank can meet its resource demand to run it again", task->name(), self_.value));
     return;
   }
   // Shipped even to this rank, so that the result comes back as a result.
@@ -351,6 +384,7 @@ void Cluster::announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarn
 }
 
 void Cluster::announce_end(int code) {
+  end_code_.store(code, std::memory_order_release);  // ranks leaving from now on are expected
   Writer w;
   w(static_cast<std::uint8_t>(kCtlEnd), code);
   send_to_live_ranks(w.bytes());
@@ -751,8 +785,22 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
       }
       auto left = std::make_shared<std::atomic<int>>(static_cast<int>(remote.size()));
       for (ObjectState* o : remote) {
-        fetch_async(o, [this, task, to, for_placement, rebuild, left](const Status&) {
-          if (left->fetch_sub(1) == 1) ship(task, to, for_placement, rebuild);
+        auto failed = std::make_shared<std::atomic<bool>>(false);
+        fetch_async(o, [this, task, to, for_placement, rebuild, left, failed, o](const Status& st) {
+          if (!st.ok()) failed->store(true);
+          if (left->fetch_sub(1) != 1) return;
+          if (!failed->load()) {
+            ship(task, to, for_placement, rebuild);
+            return;
+          }
+          // An argument could not be made resident: the task cannot be sent.
+          std::shared_ptr<const ErrorInfo> lost;
+          if (DistInfo* d = o->dist()) {
+            std::lock_guard lock(d->mutex);
+            lost = d->lost;
+          }
+          abandon(task, rebuild, lost ? lost : make_error(ErrorKind::kTaskFailed, "an argument could not be fetched",
+                                                          task->name(), self_.value));
         });
       }
       return;
@@ -778,8 +826,14 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
     const bool keep = keep_specs_ && !task->actor_call();
     {
       std::lock_guard lock(pending_mutex_);
-      pending_.emplace(id, Pending{result, task->name(), std::move(lineage), keep ? task : nullptr, rebuild, for_placement,
-                                   call && keep_specs_ && detail::actor_replays(call->actor)});
+      Pending p{result, task->name(), std::move(lineage), keep ? task : nullptr, rebuild, for_placement};
+      // An actor's creation runs once: not again on the death of some other rank.
+      if (options && options->actor_creation) p.placed_elsewhere = false;
+      if (call && call->logged && keep_specs_) {
+        p.actor_replay = true;
+        p.actor = call->actor;
+      }
+      pending_.emplace(id, std::move(p));
     }
     handed = true;
     // Otherwise it goes now; lent references stay counted on their objects.
@@ -799,6 +853,11 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
   } catch (const std::exception& e) {
     if (handed) {
       std::fprintf(stderr, "brisk: rank %d: could not send a task to rank %d: %s\n", self_.value, to.value, e.what());
+      return;
+    }
+    if (rebuild) {
+      abandon(task, true, make_error(ErrorKind::kObjectLost, fmt::format("could not send it to rank {}: {}", to.value, e.what()),
+                                     task->name(), self_.value));
       return;
     }
     task->cancel(make_error(ErrorKind::kTaskFailed, fmt::format("could not send the task to rank {}: {}", to.value, e.what()),
@@ -1013,13 +1072,24 @@ void Cluster::forward_result(Rank owner, TaskId task, ObjectState* result) noexc
       if (!copy) {
         encode_object(w, result, owner);  // the arena is full: inline
       } else {
-        if (in_place) result->add_ref();  // the bytes are the value's: keep it until the owner frees them
+        bool fresh = true;
         {
           std::lock_guard lock(held_mutex_);
-          held_[id] = Held{copy->offset, copy->length, in_place ? result : nullptr};
+          // A task run twice here (a replay) holds one copy per run; an in-place
+          // export shares the value's block, so the second run's is not kept.
+          if (in_place) {
+            auto [a, b] = held_.equal_range(id);
+            for (auto it = a; it != b; ++it) fresh = fresh && it->second.value != result;
+          }
+          if (fresh) {
+            held_.emplace(id, Held{copy->offset, copy->length, in_place ? result : nullptr});
+            if (in_place) result->add_ref();  // the bytes are the value's: keep it until the owner frees them
+          }
         }
-        exported_.fetch_add(1, std::memory_order_relaxed);
-        control_->add_object(ObjectRecord{id, self_, copy->length, false});
+        if (fresh) {
+          exported_.fetch_add(1, std::memory_order_relaxed);
+          control_->add_object(ObjectRecord{id, self_, copy->length, false});
+        }
         w(detail::kObjRemote, id.hi, id.lo, owner.value, self_.value, *copy);
       }
     }
@@ -1069,11 +1139,12 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
           int owner = 0, lender = 0;
           RemoteCopy copy;
           r(owner, lender, copy);
+          // Only this run's copy: the owner may use the other run's.
           if (copy.region.owner == self_) {
-            release_held(oid);
+            release_held(oid, copy.offset);
           } else if (copy.region.owner.value >= 0 && copy.region.owner.value < size_ && !rank_lost(copy.region.owner)) {
             Writer w;
-            w(kRefFree, oid.hi, oid.lo);
+            w(kRefFree, oid.hi, oid.lo, copy.offset);
             post(copy.region.owner, FrameKind::kRefCount, w.bytes());
           }
         }
@@ -1310,8 +1381,13 @@ void Cluster::relocated(ObjectState* o, std::optional<RemoteCopy> copy, std::sha
   std::optional<RemoteCopy> answer = copy;
   std::shared_ptr<const ErrorInfo> refusal = lost;
   if (!locators.empty() && !lost && !copy) {
-    answer = local_copy(o);
-    if (!answer) refusal = lost_error(o, "its owner has the value but no room in its arena to lend it");
+    try {
+      answer = local_copy(o);
+      if (!answer) refusal = lost_error(o, "its owner has the value but no room in its arena to lend it");
+    } catch (const std::exception& e) {
+      answer.reset();
+      refusal = lost_error(o, fmt::format("its owner could not lend its value: {}", e.what()));
+    }
   }
   for (int r : locators) {
     if (rank_lost(Rank{r})) continue;
@@ -1597,7 +1673,9 @@ void Cluster::handle_refcount(Rank from, std::span<const std::byte> record) {
       }
       for (std::uint64_t i = 0; i < count; ++i) o->release();
     } else if (op == kRefFree) {
-      release_held(id);
+      std::uint64_t offset = kAllCopies;  // an owner's free: every copy; a duplicate's: one
+      if (r.remaining() > 0) r(offset);
+      release_held(id, offset);
     } else {
       malformed(from, fmt::format("unknown reference-count op {}", op));
     }
@@ -1641,24 +1719,29 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
   if (keep_specs_ && !d->proxy) delete take_lineage(id);  // releases its arguments (no lock held)
 }
 
-void Cluster::release_held(ObjectId id) {
-  std::optional<Held> held;
+void Cluster::release_held(ObjectId id, std::uint64_t offset) {
+  std::vector<Held> freed;
   {
     std::lock_guard lock(held_mutex_);
-    auto it = held_.find(id);
-    if (it != held_.end()) {
-      held = it->second;
-      held_.erase(it);
+    auto [a, b] = held_.equal_range(id);
+    for (auto it = a; it != b;) {
+      if (offset == kAllCopies || it->second.offset == offset) {
+        freed.push_back(it->second);
+        it = held_.erase(it);
+      } else {
+        ++it;
+      }
     }
   }
-  if (!held) return;
-  exported_.fetch_sub(1, std::memory_order_relaxed);
-  if (held->value) {
-    held->value->release();  // frees the block with the value
-  } else {
-    arena_alloc_.free(block_of(held->offset));
+  for (const Held& held : freed) {
+    exported_.fetch_sub(1, std::memory_order_relaxed);
+    if (held.value) {
+      held.value->release();  // frees the block with the value
+    } else {
+      arena_alloc_.free(block_of(held.offset));
+    }
+    control_->add_object(ObjectRecord{id, self_, held.length, true});
   }
-  control_->add_object(ObjectRecord{id, self_, held->length, true});
 }
 
 void Cluster::fetch_async(ObjectState* o, std::function<void(const Status&)> done) {
@@ -1670,16 +1753,16 @@ void Cluster::fetch_async(ObjectState* o, std::function<void(const Status&)> don
   RemoteCopy copy;
   bool holder_lost = false;
   {
-    std::lock_guard lock(d->mutex);
+    std::unique_lock lock(d->mutex);
     if (o->residency() != Residency::kRemote) {
+      lock.unlock();
       done(Status());
       return;
     }
     if (d->lost) {
       const std::string why = d->lost->message;
-      d->mutex.unlock();
-      done(unavailable(why));
-      d->mutex.lock();
+      lock.unlock();
+      done(unavailable(why));  // may drop the last reference to `o`: nothing of it after this
       return;
     }
     d->on_fetched.push_back(std::move(done));

@@ -112,6 +112,7 @@ struct ActorLogEntry : WaiterNode {
   std::function<void(ObjectState* into, std::uint32_t incarnation, std::uint64_t seq, int rank)> replay;
   ObjectState* original = nullptr;  // a reference until the original completes (log mutex)
   ActorLog* log = nullptr;
+  std::shared_ptr<ActorLog> keep;  // at the job's end, for an entry left registered with its object
 };
 struct ActorLog {
   // Recursive: a replayed call that fails at once completes its original on the
@@ -124,8 +125,9 @@ struct ActorLog {
 };
 // On the creator's rank: the log of an actor that replays its calls.
 void register_actor_log(TaskId id, std::shared_ptr<ActorLog> log, std::shared_ptr<ActorCaller> caller);
-// Whether calls to this actor made here are replayed after a rebuild (then their
-// results must not fail when the actor's rank dies: the replay completes them).
+// Whether this rank is rebuilding the actor and will replay its logged calls (then
+// the results of logged calls lost with its rank must not fail: the replay
+// completes them).
 bool actor_replays(TaskId id) noexcept;
 // The runtime's notices: a rank died; an actor was rebuilt elsewhere (from its creator).
 void actors_rank_lost(int rank) noexcept;
@@ -327,12 +329,14 @@ class Actor {
         again->incarnation = incarnation;
         again->seq = seq;
         again->rank = rank;
+        again->logged = true;
         detail::ActorSelf at = self;
         at.rank = rank;
         detail::submit_into(static_cast<detail::TypedObject<detail::stored_t<R>>*>(into), options, std::move(again),
                             invoker, at, kept...);
       };
       std::lock_guard lock(log_->mutex);
+      call->logged = true;
       call->incarnation = detail::actor_incarnation(self_.id);
       call->seq = caller_->number(call->incarnation);
       Ref<R> ref;

@@ -188,6 +188,7 @@ class Cluster final : public detail::Executor,
     // A call on an actor that replays its calls (ActorOptions::replay_calls): if its
     // rank dies, the rebuilt actor runs it again and completes the result.
     bool actor_replay = false;
+    TaskId actor;  // actor_replay: whose call
   };
   // A result held on another rank, with the task that can make it again.
   struct Lineage {
@@ -243,6 +244,9 @@ class Cluster final : public detail::Executor,
   // Ships a kept task again (its result with it, one reference); `rebuild` when the
   // result is complete and only a new copy is wanted.
   void reship(detail::TaskBase* task, detail::ObjectState* result, bool rebuild) noexcept;
+  // Gives up on a task that cannot be sent: fails its result with `why`, or, for a
+  // rebuild (its object is complete already), marks the object lost. Deletes it.
+  void abandon(detail::TaskBase* task, bool rebuild, std::shared_ptr<const ErrorInfo> why) noexcept;
   // The holder of a remote object's copy died: asks the owner for a new copy, or
   // (owner) makes one from lineage. Pulls wait until it is known.
   void relocate(detail::ObjectState* object) noexcept;
@@ -283,7 +287,9 @@ class Cluster final : public detail::Executor,
   void drop_borrow(Rank lender, ObjectId id, std::uint64_t count);
   // The object with this id that this rank shares with others (directory), or null.
   detail::ObjectState* shared_object(ObjectId id) const;
-  void release_held(ObjectId id);
+  // Frees the held copy of `id` at `offset`, or every copy of it (kAllCopies).
+  static constexpr std::uint64_t kAllCopies = ~std::uint64_t{0};
+  void release_held(ObjectId id, std::uint64_t offset = kAllCopies);
   void finish_fetch(detail::ObjectState* object, const Status& status);
   void heartbeat();
   void apply_node_statuses(const std::vector<NodeStatus>& statuses);
@@ -314,7 +320,9 @@ class Cluster final : public detail::Executor,
   std::unordered_map<ObjectId, detail::ObjectState*> directory_;
 
   mutable std::mutex held_mutex_;
-  std::unordered_map<ObjectId, Held> held_;
+  // Copies held for owners; one object may have more than one when its task ran
+  // twice here (a replay): the owner frees the one it does not use by its offset.
+  std::unordered_multimap<ObjectId, Held> held_;
 
   // Global scheduler state (ranks hosting a scheduler).
   std::mutex gs_mutex_;

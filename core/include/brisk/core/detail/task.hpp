@@ -52,6 +52,7 @@ struct ActorCall {
   int rank = -1;
   ObjectState* creation = nullptr;
   bool dispatched = false;  // the mailbox handed it to the executor
+  bool logged = false;      // in its actor's call log (replay_calls): a rebuild runs it again
   ~ActorCall();
 };
 
