@@ -271,16 +271,18 @@ void rebuild_done(WaiterNode* node, ObjectState*) noexcept {
   for (TaskBase* task : parked) route_actor_call(task);
 }
 
+// The call log of an actor created here with replay_calls (empty when none).
+Logged find_log(const TaskId& id) {
+  Table& t = table();
+  std::lock_guard lock(t.mutex);
+  auto it = t.logs.find(id);
+  return it == t.logs.end() ? Logged{} : it->second;
+}
+
 // A rebuild that does not happen: the logged calls whose results never came fail.
 void fail_logged_calls(const TaskId& id, const std::string& why) noexcept {
-  Logged lg;
-  {
-    Table& t = table();
-    std::lock_guard lock(t.mutex);
-    auto it = t.logs.find(id);
-    if (it == t.logs.end()) return;
-    lg = it->second;
-  }
+  const Logged lg = find_log(id);
+  if (!lg.log) return;
   std::lock_guard log_lock(lg.log->mutex);
   for (auto& e : lg.log->entries) {
     if (e->original && !e->original->ready()) {
@@ -298,14 +300,8 @@ void fail_logged_calls(const TaskId& id, const std::string& why) noexcept {
 // The calls logged before the rebuild, again, in order, as the first calls of the
 // new build; a call whose result never came gets the replayed one.
 void replay_calls(Restartable& r, std::uint32_t incarnation, int rank) noexcept {
-  Logged lg;
-  {
-    Table& t = table();
-    std::lock_guard lock(t.mutex);
-    auto it = t.logs.find(r.id);
-    if (it == t.logs.end()) return;
-    lg = it->second;
-  }
+  const Logged lg = find_log(r.id);
+  if (!lg.log) return;
   CurrentTaskScope none(nullptr);  // submitted as root tasks of this thread
   std::lock_guard log_lock(lg.log->mutex);
   const std::size_t n = std::min(r.replay, lg.log->entries.size());

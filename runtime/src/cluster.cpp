@@ -386,7 +386,8 @@ void Cluster::announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarn
 void Cluster::announce_end(int code) {
   end_code_.store(code, std::memory_order_release);  // ranks leaving from now on are expected
   Writer w;
-  w(static_cast<std::uint8_t>(kCtlEnd), code);
+  // Whether a rank died: the others may not have heard of it yet.
+  w(static_cast<std::uint8_t>(kCtlEnd), code, static_cast<std::uint8_t>(any_rank_lost()));
   send_to_live_ranks(w.bytes());
 }
 
@@ -1411,12 +1412,7 @@ void Cluster::relocated(ObjectState* o, std::optional<RemoteCopy> copy, std::sha
 void Cluster::handle_locate(Rank from, Reader& r) {
   ObjectId id;
   r(id.hi, id.lo);
-  ObjectState* o = nullptr;
-  {
-    std::lock_guard lock(directory_mutex_);
-    auto it = directory_.find(id);
-    if (it != directory_.end() && it->second->try_add_ref()) o = it->second;
-  }
+  ObjectState* o = shared_object_ref(id);
   DistInfo* d = o ? o->dist() : nullptr;
   if (!d || d->proxy) {
     if (o) o->release();
@@ -1477,12 +1473,7 @@ void Cluster::handle_located(Rank from, Reader& r) {
   } else {
     lost = detail::read_error_info(r);
   }
-  ObjectState* o = nullptr;
-  {
-    std::lock_guard lock(directory_mutex_);
-    auto it = directory_.find(id);
-    if (it != directory_.end() && it->second->try_add_ref()) o = it->second;
-  }
+  ObjectState* o = shared_object_ref(id);
   if (!o) return;  // dropped meanwhile
   DistInfo* d = o->dist();
   if (!d || !d->proxy || d->owner != from) {
@@ -1633,6 +1624,12 @@ ObjectState* Cluster::resolve_remote(ObjectId id, Rank owner, Rank lender, const
   // added stands for it, so the lent one goes back at once.
   if (!keep) drop_borrow(lender, id, 1);
   return found;
+}
+
+ObjectState* Cluster::shared_object_ref(ObjectId id) const {
+  std::lock_guard lock(directory_mutex_);
+  auto it = directory_.find(id);
+  return it != directory_.end() && it->second->try_add_ref() ? it->second : nullptr;
 }
 
 ObjectState* Cluster::shared_object(ObjectId id) const {
@@ -2039,9 +2036,10 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
     case kCtlEnd:
       read_control(from, body, "end of job", [&](Reader& r) {
         int code = 0;
-        r(code);
+        std::uint8_t after_death = 0;
+        r(code, after_death);
         end_code_.store(code, std::memory_order_release);
-        if (any_rank_lost()) {
+        if (after_death || any_rank_lost()) {
           // After a death this rank's main thread may be stuck in an MPI collective
           // that can never finish (a checkpoint being written): if it has not left
           // in 2 s, leave without it.

@@ -287,6 +287,8 @@ class Cluster final : public detail::Executor,
   void drop_borrow(Rank lender, ObjectId id, std::uint64_t count);
   // The object with this id that this rank shares with others (directory), or null.
   detail::ObjectState* shared_object(ObjectId id) const;
+  // The same with a reference added (null when it is gone or going).
+  detail::ObjectState* shared_object_ref(ObjectId id) const;
   // Frees the held copy of `id` at `offset`, or every copy of it (kAllCopies).
   static constexpr std::uint64_t kAllCopies = ~std::uint64_t{0};
   void release_held(ObjectId id, std::uint64_t offset = kAllCopies);
