@@ -519,6 +519,32 @@ Table family_table(DataController& c, const Family& f) {
   return t;
 }
 
+// The state of a templated family after each step (holders and versions, and a
+// fetch of every partition started then), and the same steps run untemplated on
+// another family checked against it.
+struct TemplatedRun {
+  std::vector<Table> tables;
+  std::vector<std::vector<std::uint64_t>> keys;
+
+  void record(DataController& c, const Family& x) {
+    tables.push_back(family_table(c, x));
+    keys.emplace_back();
+    for (auto [ds, p] : parts_of(x)) keys.back().push_back(c.fetch_start(ds, p));
+  }
+  // Submits step `i`'s tasks on `y` and expects the templated run's table and values.
+  void expect_same(Fabric& f, DataController& c, const Family& y, std::vector<DataTaskSpec> specs,
+                   const std::shared_ptr<const Bytes>& params, std::size_t i, const char* what) const {
+    for (auto& s : specs) c.submit(std::move(s), params);
+    EXPECT_EQ(family_table(c, y), tables[i]) << "holders and versions after " << what << " " << i;
+    const auto py = parts_of(y);
+    for (std::size_t j = 0; j < py.size(); ++j) {
+      const Log want = f.fetch<Log>(py[j].first, py[j].second);
+      const Log got = brisk::from_bytes<Log>(c.fetch_wait(keys[i][j]));
+      EXPECT_EQ(got, want) << "partition " << j << " after " << what << " " << i;
+    }
+  }
+};
+
 TEST_P(DataPlaneTest, TemplatesMatchUntemplatedSubmissionsAndSkipOrReuseValidation) {
   Fabric f(n(), workers());
   DataController& c = f.controller();
@@ -534,14 +560,11 @@ TEST_P(DataPlaneTest, TemplatesMatchUntemplatedSubmissionsAndSkipOrReuseValidati
   enum Block { kS, kT, kU };
   const std::vector<Block> steps{kS, kS, kS, kT, kS, kT, kS, kT, kU, kU, kU, kS};
   // Templated: every partition fetched (asynchronously) after every step.
-  std::vector<std::vector<std::uint64_t>> keys;
-  std::vector<Table> tables;
+  TemplatedRun run;
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const int k = 100 * static_cast<int>(i + 1);
     c.instantiate(steps[i] == kS ? ts : steps[i] == kT ? tt : tu, brisk::to_bytes(k));
-    tables.push_back(family_table(c, x));
-    keys.emplace_back();
-    for (auto [ds, p] : parts_of(x)) keys.back().push_back(c.fetch_start(ds, p));
+    run.record(c, x);
   }
   c.sync();
   const brisk::detail::DataPlaneStats st = c.stats();
@@ -562,15 +585,7 @@ TEST_P(DataPlaneTest, TemplatesMatchUntemplatedSubmissionsAndSkipOrReuseValidati
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const int k = 100 * static_cast<int>(i + 1);
     auto specs = steps[i] == kS ? block_s(y) : steps[i] == kT ? block_t(y, n()) : block_u(y, n());
-    const auto params = params_of(k);
-    for (auto& s : specs) c.submit(std::move(s), params);
-    EXPECT_EQ(family_table(c, y), tables[i]) << "holders and versions after step " << i;
-    const auto py = parts_of(y);
-    for (std::size_t j = 0; j < py.size(); ++j) {
-      const Log want = f.fetch<Log>(py[j].first, py[j].second);
-      const Log got = brisk::from_bytes<Log>(c.fetch_wait(keys[i][j]));
-      EXPECT_EQ(got, want) << "partition " << j << " after step " << i;
-    }
+    run.expect_same(f, c, y, std::move(specs), params_of(k), i, "step");
   }
   c.sync();
   // The last values, by hand: S's combine after the last S (k = 1200) reads a.0 and a.1.
@@ -611,8 +626,7 @@ TEST_P(DataPlaneTest, MovedTasksRunOnTheirNewRankWithTheSameResults) {
 
   // Templated.
   std::vector<std::vector<int>> ranks;  // per instantiation: each task's rank
-  std::vector<Table> tables;
-  std::vector<std::vector<std::uint64_t>> keys;
+  TemplatedRun run;
   std::vector<std::uint64_t> edit_messages;
   int k = 0;
   for (const Step& s : steps) {
@@ -624,9 +638,7 @@ TEST_P(DataPlaneTest, MovedTasksRunOnTheirNewRankWithTheSameResults) {
       c.instantiate(ts, brisk::to_bytes(++k));
       ranks.emplace_back();
       for (std::uint32_t t = 0; t < tasks; ++t) ranks.back().push_back(c.task_rank(ts, t));
-      tables.push_back(family_table(c, x));
-      keys.emplace_back();
-      for (auto [ds, p] : parts_of(x)) keys.back().push_back(c.fetch_start(ds, p));
+      run.record(c, x);
     }
   }
   c.sync();
@@ -647,15 +659,7 @@ TEST_P(DataPlaneTest, MovedTasksRunOnTheirNewRankWithTheSameResults) {
   for (std::size_t i = 0; i < ranks.size(); ++i) {
     auto specs = block_s(y);
     for (std::uint32_t t = 0; t < tasks; ++t) specs[t].rank = ranks[i][t];
-    const auto params = params_of(++k);
-    for (auto& s : specs) c.submit(std::move(s), params);
-    EXPECT_EQ(family_table(c, y), tables[i]) << "holders and versions after instantiation " << i;
-    const auto py = parts_of(y);
-    for (std::size_t j = 0; j < py.size(); ++j) {
-      const Log want = f.fetch<Log>(py[j].first, py[j].second);
-      const Log got = brisk::from_bytes<Log>(c.fetch_wait(keys[i][j]));
-      EXPECT_EQ(got, want) << "partition " << j << " after instantiation " << i;
-    }
+    run.expect_same(f, c, y, std::move(specs), params_of(++k), i, "instantiation");
   }
   c.sync();
 
