@@ -368,12 +368,12 @@ void register_actor_log(TaskId id, std::shared_ptr<ActorLog> log, std::shared_pt
   t.logs[id] = Logged{std::move(log), std::move(caller)};
 }
 
-bool actor_replays(TaskId id) noexcept {
+bool actor_replays(TaskId id, std::uint32_t incarnation) noexcept {
   Table& t = table();
   std::lock_guard lock(t.mutex);
   if (t.logs.count(id) == 0) return false;
   auto it = t.moves.find(id);
-  return it != t.moves.end() && it->second.rebuilding;
+  return it != t.moves.end() && it->second.incarnation > incarnation;
 }
 
 void register_actor_restarts(TaskId id, int max_restarts, Ref<ActorSelf> creation,

@@ -300,7 +300,8 @@ void Cluster::fail_pending_on(Rank peer) {
       const bool there = it->second.lineage.executor == peer;
       if (!there && !it->second.placed_elsewhere) {
         ++it;
-      } else if (there && it->second.actor_replay && detail::actor_replays(it->second.actor)) {
+      } else if (there && it->second.actor_replay &&
+                 detail::actor_replays(it->second.actor, it->second.actor_incarnation)) {
         // The rebuilt actor runs the call again and completes its result.
         replayed_calls.push_back(it->second.result);
         it = pending_.erase(it);
@@ -833,6 +834,7 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
       if (call && call->logged && keep_specs_) {
         p.actor_replay = true;
         p.actor = call->actor;
+        p.actor_incarnation = call->incarnation;
       }
       pending_.emplace(id, std::move(p));
     }

@@ -125,10 +125,10 @@ struct ActorLog {
 };
 // On the creator's rank: the log of an actor that replays its calls.
 void register_actor_log(TaskId id, std::shared_ptr<ActorLog> log, std::shared_ptr<ActorCaller> caller);
-// Whether this rank is rebuilding the actor and will replay its logged calls (then
-// the results of logged calls lost with its rank must not fail: the replay
-// completes them).
-bool actor_replays(TaskId id) noexcept;
+// Whether this rank started a rebuild of the actor after build `incarnation`, and
+// so replays (or, if the rebuild failed, fails) the logged calls made for it: the
+// results of such calls lost with the actor's rank are left to that.
+bool actor_replays(TaskId id, std::uint32_t incarnation) noexcept;
 // The runtime's notices: a rank died; an actor was rebuilt elsewhere (from its creator).
 void actors_rank_lost(int rank) noexcept;
 void actor_moved(TaskId id, int rank, std::uint32_t incarnation) noexcept;

@@ -188,7 +188,8 @@ class Cluster final : public detail::Executor,
     // A call on an actor that replays its calls (ActorOptions::replay_calls): if its
     // rank dies, the rebuilt actor runs it again and completes the result.
     bool actor_replay = false;
-    TaskId actor;  // actor_replay: whose call
+    TaskId actor;                        // actor_replay: whose call,
+    std::uint32_t actor_incarnation = 0;  // and the build it was made for
   };
   // A result held on another rank, with the task that can make it again.
   struct Lineage {
