@@ -87,14 +87,20 @@ const char* frame_kind_name(FrameKind kind) noexcept {
 }
 
 std::vector<std::byte> encode_frame(FrameKind kind, std::span<const std::byte> payload) {
-  BRISK_CHECK(payload.size() <= kMaxFramePayload) << "frame payload of " << payload.size() << " bytes";
-  std::vector<std::byte> out(kFrameHeaderBytes + payload.size());
+  return encode_frame(kind, {}, payload);
+}
+
+std::vector<std::byte> encode_frame(FrameKind kind, std::span<const std::byte> head, std::span<const std::byte> body) {
+  const std::size_t n = head.size() + body.size();
+  BRISK_CHECK(n <= kMaxFramePayload) << "frame payload of " << n << " bytes";
+  std::vector<std::byte> out(kFrameHeaderBytes + n);
   put_u32(out.data(), kFrameMagic);
   out[4] = static_cast<std::byte>(kFrameVersion);
   out[5] = static_cast<std::byte>(kind);
   out[6] = out[7] = std::byte{0};
-  put_u32(out.data() + 8, static_cast<std::uint32_t>(payload.size()));
-  if (!payload.empty()) std::memcpy(out.data() + kFrameHeaderBytes, payload.data(), payload.size());
+  put_u32(out.data() + 8, static_cast<std::uint32_t>(n));
+  if (!head.empty()) std::memcpy(out.data() + kFrameHeaderBytes, head.data(), head.size());
+  if (!body.empty()) std::memcpy(out.data() + kFrameHeaderBytes + head.size(), body.data(), body.size());
   put_u32(out.data() + 12, frame_checksum(out));
   return out;
 }

@@ -4,10 +4,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <utility>
 #include <signal.h>
 #include <cstdio>
 
 #include "brisk/checkpoint/checkpoint.hpp"
+#include "brisk/checkpoint/format.hpp"
 #include "brisk/core/checkpoint.hpp"
 #include "brisk/core/error.hpp"
 
@@ -83,7 +86,8 @@ Status RuntimeCheckpoints::restore(const std::string& what) {
     restored_.erase(it);
   }
   restored_sequence_ = reader->info().sequence;
-  next_sequence_ = restored_sequence_ + 1;
+  next_sequence_ = std::max(next_sequence_, restored_sequence_ + 1);
+  last_path_ = reader->path().string();
   std::fprintf(stderr, "brisk: restored from %s (checkpoint %llu, %zu driver values)\n", reader->path().string().c_str(),
                static_cast<unsigned long long>(restored_sequence_), restored_.size());
   return {};
@@ -101,7 +105,31 @@ std::optional<std::vector<std::byte>> RuntimeCheckpoints::restored(const std::st
   return it->second;
 }
 
+StatusOr<std::string> RuntimeCheckpoints::roll_back() {
+  {
+    std::lock_guard lock(mutex_);
+    pending_.clear();
+    restored_.clear();
+    restored_sequence_ = 0;
+  }
+  if (last_path_.empty()) return std::string();
+  const std::string path = last_path_;
+  if (Status s = restore(path); !s.ok()) return s;
+  return path;
+}
+
 std::uint64_t RuntimeCheckpoints::write() {
+  if (const int lost = lost_rank_.load(std::memory_order_acquire); lost >= 0) {
+    if (!std::exchange(skip_reported_, true)) {
+      std::fprintf(stderr,
+                   "brisk: checkpoints are skipped from now on: rank %d was lost, and every rank writes a checkpoint "
+                   "together (parallel HDF5), which a dead rank blocks; %s\n",
+                   lost,
+                   last_path_.empty() ? "a further loss starts the driver again from the beginning"
+                                      : fmt::format("a further loss rolls back to {}", last_path_).c_str());
+    }
+    return 0;
+  }
   std::map<std::string, std::vector<std::byte>> values;
   std::uint64_t sequence = 0;
   {
@@ -120,13 +148,17 @@ std::uint64_t RuntimeCheckpoints::write() {
   if (data_.prepare) {
     if (auto table = data_.prepare(sequence); !table.empty()) values[kDataSetsValue] = std::move(table);
   }
+  writing_.store(true, std::memory_order_release);
   if (announce_) announce_(sequence);
   const bool signalled = g_signalled != 0;
   g_signalled = 0;
   last_ns_.store(now_ns(), std::memory_order_relaxed);
-  if (Status s = commit(sequence, std::move(values)); !s.ok()) {
-    throw Error(fmt::format("brisk::checkpoint::now: checkpoint {} failed: {}", sequence, s.message()));
+  Status committed = commit(sequence, std::move(values));
+  writing_.store(false, std::memory_order_release);
+  if (!committed.ok()) {
+    throw Error(fmt::format("brisk::checkpoint::now: checkpoint {} failed: {}", sequence, committed.message()));
   }
+  last_path_ = (std::filesystem::path(dir_) / checkpoint_file_name(sequence)).string();
   if (signalled && exit_after_signal_) throw checkpoint::Exit(sequence);
   return sequence;
 }

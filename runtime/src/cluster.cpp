@@ -584,8 +584,12 @@ void Cluster::post(Rank to, FrameKind kind, std::span<const std::byte> record) {
 }
 
 void Cluster::send_frame(Rank to, FrameKind kind, std::vector<std::byte> payload) {
+  send_parts(to, kind, {}, payload);
+}
+
+void Cluster::send_parts(Rank to, FrameKind kind, std::span<const std::byte> head, std::span<const std::byte> body) {
   if (any_lost_.load(std::memory_order_relaxed) && rank_lost(to)) return;  // nobody to read it
-  Status st = transport_.send(to, encode_frame(kind, payload));
+  Status st = transport_.send(to, encode_frame(kind, head, body));
   frames_sent_.fetch_add(1, std::memory_order_relaxed);
   // kUnavailable: the peer died, which the failure handler reports once.
   if (!st.ok() && st.code() != StatusCode::kUnavailable) {

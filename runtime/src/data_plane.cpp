@@ -2,67 +2,304 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <iterator>
+#include <cstring>
+#include <thread>
+
 #include "brisk/checkpoint/reader.hpp"
 #include "brisk/runtime/cluster.hpp"
 
 namespace brisk {
 
+namespace {
+
+// Every kData frame's payload starts with this: the epoch, and the logical ranks the
+// message comes from and goes to (to = -1: the receiving process's data plane).
+constexpr std::size_t kHeaderBytes = 12;
+struct DataHeader {
+  std::uint32_t epoch;
+  std::int32_t from, to;
+};
+std::array<std::byte, kHeaderBytes> encode_header(const DataHeader& h) {
+  std::array<std::byte, kHeaderBytes> out;
+  std::memcpy(out.data(), &h.epoch, 4);
+  std::memcpy(out.data() + 4, &h.from, 4);
+  std::memcpy(out.data() + 8, &h.to, 4);
+  return out;
+}
+DataHeader decode_header(std::span<const std::byte> p) {
+  DataHeader h;
+  std::memcpy(&h.epoch, p.data(), 4);
+  std::memcpy(&h.from, p.data() + 4, 4);
+  std::memcpy(&h.to, p.data() + 8, 4);
+  return h;
+}
+
+// Messages between the data planes themselves (after a header with to = -1).
+enum PlaneMessage : std::uint8_t {
+  kStartEpoch = 0xF0,   // rank 0 -> every rank: (hosts): start the header's epoch
+  kEpochStarted = 0xF1, // every rank -> rank 0: done
+};
+
+}  // namespace
+
 RuntimeDataPlane::RuntimeDataPlane(int rank, int size, detail::Executor& local, Cluster* cluster, EventLog* events,
                                    bool templates)
-    : rank_(rank), size_(size), cluster_(cluster), templates_(templates) {
-  auto send = [this](int to, std::vector<std::byte> m) { this->send(to, std::move(m)); };
-  worker_ = std::make_unique<DataWorker>(rank, local, send, events);
-  // Partitions restored from a checkpoint: every home rank reads its own from the file.
-  worker_->set_restore_loader([](const std::string& file, const std::string& name) {
-    auto reader = CheckpointReader::open(file);
-    if (!reader.ok()) throw Error(reader.status().message());
-    auto bytes = reader->read_object(name);
-    if (!bytes.ok()) throw Error(bytes.status().message());
-    return std::move(*bytes);
-  });
-  if (rank == 0) {
-    std::function<int()> poll;
-    if (cluster_) poll = [c = cluster_] { return c->poll(); };
-    controller_ = std::make_unique<DataController>(size, send, std::move(poll));
+    : rank_(rank),
+      size_(size),
+      local_(local),
+      cluster_(cluster),
+      events_(events),
+      templates_(templates),
+      hosts_(new std::atomic<int>[static_cast<std::size_t>(size)]),
+      workers_(new std::atomic<DataWorker*>[static_cast<std::size_t>(size)]),
+      acked_(static_cast<std::size_t>(size), 0) {
+  std::vector<int> hosts(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r) {
+    hosts[static_cast<std::size_t>(r)] = r;
+    workers_[static_cast<std::size_t>(r)].store(nullptr);
   }
+  start_epoch(1, hosts);
 }
 
 RuntimeDataPlane::~RuntimeDataPlane() = default;
 
-void RuntimeDataPlane::send(int to, std::vector<std::byte> message) {
-  if (to == rank_) {
-    if (!message.empty() && to_controller(static_cast<std::uint8_t>(message[0]))) {
-      receive(rank_, message);
+bool RuntimeDataPlane::start_epoch(std::uint32_t epoch, const std::vector<int>& hosts) {
+  std::vector<DataWorker*> replaced;
+  {
+    std::lock_guard lock(mutex_);
+    if (epoch <= epoch_.load(std::memory_order_relaxed)) return false;
+    for (int r = 0; r < size_; ++r) {
+      hosts_[static_cast<std::size_t>(r)].store(hosts[static_cast<std::size_t>(r)], std::memory_order_relaxed);
+    }
+    for (int r = 0; r < size_; ++r) {
+      DataWorker* w = nullptr;
+      if (hosts[static_cast<std::size_t>(r)] == rank_) {
+        auto send = [this, epoch, r](int to, std::vector<std::byte> m) { this->send(epoch, r, to, std::move(m)); };
+        auto fresh = std::make_unique<DataWorker>(r, local_, send, events_);
+        // Partitions restored from a checkpoint: each logical rank's host reads them.
+        fresh->set_restore_loader([](const std::string& file, const std::string& name) {
+          auto reader = CheckpointReader::open(file);
+          if (!reader.ok()) throw Error(reader.status().message());
+          auto bytes = reader->read_object(name);
+          if (!bytes.ok()) throw Error(bytes.status().message());
+          return std::move(*bytes);
+        });
+        if (task_hook_) fresh->set_task_hook(task_hook_);
+        w = fresh.get();
+        all_workers_.push_back(std::move(fresh));
+      }
+      if (DataWorker* old = workers_[static_cast<std::size_t>(r)].exchange(w, std::memory_order_acq_rel)) {
+        replaced.push_back(old);
+      }
+    }
+    if (rank_ == 0) {
+      std::function<int()> poll;
+      if (cluster_) poll = [c = cluster_] { return c->poll(); };
+      auto send = [this, epoch](int to, std::vector<std::byte> m) { this->send(epoch, 0, to, std::move(m)); };
+      all_controllers_.push_back(std::make_unique<DataController>(size_, send, std::move(poll)));
+      controller_.store(all_controllers_.back().get(), std::memory_order_release);
+    }
+    epoch_.store(epoch, std::memory_order_release);
+  }
+  for (DataWorker* old : replaced) old->cancel();
+  if (worker_hook_) worker_hook_(worker());
+  return true;
+}
+
+void RuntimeDataPlane::set_task_hook(std::function<void()> hook) {
+  std::lock_guard lock(mutex_);
+  task_hook_ = std::move(hook);
+  for (int r = 0; r < size_; ++r) {
+    if (DataWorker* w = workers_[static_cast<std::size_t>(r)].load(std::memory_order_acquire)) w->set_task_hook(task_hook_);
+  }
+}
+
+void RuntimeDataPlane::send(std::uint32_t epoch, int from, int to, std::vector<std::byte> message, int to_process) {
+  // A replaced worker or controller speaks no more.
+  if (epoch != epoch_.load(std::memory_order_acquire)) return;
+  const int process = to >= 0 ? host(to) : to_process;
+  if (process == rank_) {
+    if (to >= 0) dispatch(from, to, std::move(message));
+    return;
+  }
+  const auto head = encode_header({epoch, from, to});
+  cluster_->send_data(Rank{process}, head, message);
+}
+
+void RuntimeDataPlane::dispatch(int from, int to, std::vector<std::byte> message) {
+  if (!message.empty() && to_controller(static_cast<std::uint8_t>(message[0]))) {
+    DataController* c = to == 0 ? controller_.load(std::memory_order_acquire) : nullptr;
+    if (c) {
+      c->handle(from, message);
     } else {
-      worker_->post(rank_, std::move(message));
+      std::fprintf(stderr, "brisk: rank %d: dropped a data reply from rank %d to rank %d: only rank 0 takes replies\n",
+                   rank_, from, to);
     }
     return;
   }
-  cluster_->send_data(Rank{to}, std::move(message));
+  DataWorker* w = workers_[static_cast<std::size_t>(to)].load(std::memory_order_acquire);
+  if (!w) {
+    std::fprintf(stderr, "brisk: rank %d: dropped a data message from rank %d for rank %d, which is not served here\n",
+                 rank_, from, to);
+    return;
+  }
+  w->post(from, std::move(message));
 }
 
 void RuntimeDataPlane::receive(int from, std::span<const std::byte> payload) {
-  if (!payload.empty() && to_controller(static_cast<std::uint8_t>(payload[0]))) {
-    if (controller_) {
-      controller_->handle(from, payload);
-    } else {
-      std::fprintf(stderr, "brisk: rank %d: dropped a data reply from rank %d: only rank 0 takes replies\n", rank_,
-                   from);
+  if (payload.size() < kHeaderBytes) {
+    std::fprintf(stderr, "brisk: rank %d: dropped a data message of %zu bytes from rank %d: shorter than its header\n",
+                 rank_, payload.size(), from);
+    return;
+  }
+  const DataHeader h = decode_header(payload);
+  const std::span<const std::byte> body = payload.subspan(kHeaderBytes);
+  if (h.to == -1) {
+    on_plane_message(from, h.epoch, body);
+    return;
+  }
+  if (h.from < 0 || h.from >= size_ || h.to < 0 || h.to >= size_) {
+    std::fprintf(stderr, "brisk: rank %d: dropped a data message from rank %d: logical ranks %d -> %d outside [0, %d)\n",
+                 rank_, from, h.from, h.to, size_);
+    return;
+  }
+  const std::uint32_t now = epoch_.load(std::memory_order_acquire);
+  if (h.epoch != now) {
+    // Older: sent before a rollback, for state that is gone. Newer cannot happen: an
+    // epoch's first commands leave rank 0 after every rank started it.
+    if (h.epoch > now) {
+      std::fprintf(stderr, "brisk: rank %d: dropped a data message from rank %d of epoch %u (this rank is in %u)\n",
+                   rank_, from, h.epoch, now);
     }
     return;
   }
-  worker_->post(from, std::vector<std::byte>(payload.begin(), payload.end()));
+  dispatch(h.from, h.to, std::vector<std::byte>(body.begin(), body.end()));
+}
+
+void RuntimeDataPlane::on_plane_message(int from_process, std::uint32_t epoch, std::span<const std::byte> body) {
+  try {
+    if (body.empty()) throw Error("an empty data-plane message");
+    Reader r(body.subspan(1));
+    switch (static_cast<std::uint8_t>(body[0])) {
+      case kStartEpoch: {
+        std::vector<int> hosts;
+        r(hosts);
+        if (hosts.size() != static_cast<std::size_t>(size_)) {
+          throw Error(fmt::format("an epoch with {} hosts in a job of {} ranks", hosts.size(), size_));
+        }
+        for (int h : hosts) {
+          if (h < 0 || h >= size_) throw Error(fmt::format("an epoch with host {} outside [0, {})", h, size_));
+        }
+        start_epoch(epoch, hosts);
+        // Confirmed even when this epoch had started already (a repeated request).
+        if (epoch == epoch_.load(std::memory_order_acquire)) {
+          Writer w;
+          w(static_cast<std::uint8_t>(kEpochStarted));
+          send(epoch, rank_, -1, w.take(), 0);
+        }
+        break;
+      }
+      case kEpochStarted: {
+        if (rank_ != 0 || from_process < 0 || from_process >= size_) throw Error("an epoch confirmation off rank 0");
+        std::lock_guard lock(mutex_);
+        int& acked = acked_[static_cast<std::size_t>(from_process)];
+        acked = std::max(acked, static_cast<int>(epoch));
+        break;
+      }
+      default: throw Error(fmt::format("unknown data-plane message {}", static_cast<int>(body[0])));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "brisk: rank %d: dropped a malformed data-plane message from rank %d: %s\n", rank_,
+                 from_process, e.what());
+  }
+}
+
+void RuntimeDataPlane::abort(int lost) {
+  if (DataController* c = controller_.load(std::memory_order_acquire)) c->abort(lost);
+}
+
+std::vector<std::pair<int, int>> RuntimeDataPlane::roll_back(std::chrono::milliseconds limit) {
+  if (rank_ != 0 || !cluster_) throw Error("brisk: a data-plane rollback runs on rank 0 of a multi-rank job");
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::vector<int> before(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) before[static_cast<std::size_t>(r)] = host(r);
+  for (;;) {
+    // Every logical rank whose process died goes to the surviving process that
+    // serves the fewest (the next one after it on a tie).
+    std::vector<int> hosts(static_cast<std::size_t>(size_));
+    std::vector<int> load(static_cast<std::size_t>(size_), 0);
+    for (int r = 0; r < size_; ++r) {
+      const int h = host(r);
+      hosts[static_cast<std::size_t>(r)] = h;
+      if (!cluster_->rank_lost(Rank{h})) ++load[static_cast<std::size_t>(h)];
+    }
+    for (int r = 0; r < size_; ++r) {
+      if (!cluster_->rank_lost(Rank{hosts[static_cast<std::size_t>(r)]})) continue;
+      int best = -1;
+      for (int k = 1; k <= size_; ++k) {
+        const int p = (r + k) % size_;
+        if (cluster_->rank_lost(Rank{p})) continue;
+        if (best < 0 || load[static_cast<std::size_t>(p)] < load[static_cast<std::size_t>(best)]) best = p;
+      }
+      if (best < 0) throw Error("brisk: no rank is left to take over the lost ranks' data");
+      hosts[static_cast<std::size_t>(r)] = best;
+      ++load[static_cast<std::size_t>(best)];
+    }
+    const std::uint32_t epoch = epoch_.load(std::memory_order_acquire) + 1;
+    start_epoch(epoch, hosts);
+    Writer w;
+    w(static_cast<std::uint8_t>(kStartEpoch), hosts);
+    const std::vector<std::byte> request = w.take();
+    std::vector<int> live;
+    for (int p = 1; p < size_; ++p) {
+      if (cluster_->rank_lost(Rank{p})) continue;
+      live.push_back(p);
+      send(epoch, 0, -1, request, p);
+    }
+    // Wait for every surviving process; a further loss starts another epoch.
+    bool restart = false;
+    for (;;) {
+      bool all = true;
+      {
+        std::lock_guard lock(mutex_);
+        for (int p : live) all = all && acked_[static_cast<std::size_t>(p)] >= static_cast<int>(epoch);
+      }
+      if (all) break;
+      for (int p : live) restart = restart || cluster_->rank_lost(Rank{p});
+      if (restart) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        throw Error(fmt::format("brisk: the surviving ranks did not confirm the data plane's rollback within {} ms",
+                                limit.count()));
+      }
+      cluster_->poll();
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    if (restart) continue;
+    std::vector<std::pair<int, int>> moved;
+    for (int r = 0; r < size_; ++r) {
+      if (hosts[static_cast<std::size_t>(r)] != before[static_cast<std::size_t>(r)]) {
+        moved.emplace_back(r, hosts[static_cast<std::size_t>(r)]);
+      }
+    }
+    return moved;
+  }
 }
 
 DataController& RuntimeDataPlane::controller(const char* api) const {
-  if (!controller_) throw Error(fmt::format("{}: data objects are driven from rank 0 (this is rank {})", api, rank_));
-  return *controller_;
+  DataController* c = controller_.load(std::memory_order_acquire);
+  if (!c) throw Error(fmt::format("{}: data objects are driven from rank 0 (this is rank {})", api, rank_));
+  c->check_aborted();
+  return *c;
 }
 
 std::uint32_t RuntimeDataPlane::create(const std::string& name, const detail::DataTypeOps* type,
                                        std::vector<int> homes, bool checkpointed) {
+  DataController& c = controller("brisk::DataSet");
   used_ = true;
-  return controller("brisk::DataSet").create(name, type, std::move(homes), checkpointed);
+  return c.create(name, type, std::move(homes), checkpointed);
 }
 void RuntimeDataPlane::submit(detail::DataTaskSpec spec, std::shared_ptr<const std::vector<std::byte>> params) {
   controller("brisk::data_task").submit(std::move(spec), std::move(params));
@@ -95,15 +332,25 @@ std::vector<std::byte> RuntimeDataPlane::prepare_checkpoint(std::uint64_t sequen
 }
 std::vector<std::pair<std::string, std::vector<std::byte>>> RuntimeDataPlane::checkpoint_objects(
     std::uint64_t sequence) {
-  return worker_->checkpoint_objects(sequence);
+  std::vector<std::pair<std::string, std::vector<std::byte>>> all;
+  for (int r = 0; r < size_; ++r) {
+    if (DataWorker* w = workers_[static_cast<std::size_t>(r)].load(std::memory_order_acquire)) {
+      auto objects = w->checkpoint_objects(sequence);
+      std::move(objects.begin(), objects.end(), std::back_inserter(all));
+    }
+  }
+  return all;
 }
 void RuntimeDataPlane::restore_from(const std::string& file, std::span<const std::byte> table) {
   controller("--brisk-restore").restore_from(file, table);
 }
 
 detail::DataPlaneStats RuntimeDataPlane::stats() const {
-  detail::DataPlaneStats s = controller_ ? controller_->stats() : detail::DataPlaneStats{};
-  worker_->add_stats(s);
+  DataController* c = controller_.load(std::memory_order_acquire);
+  detail::DataPlaneStats s = c ? c->stats() : detail::DataPlaneStats{};
+  for (int r = 0; r < size_; ++r) {
+    if (DataWorker* w = workers_[static_cast<std::size_t>(r)].load(std::memory_order_acquire)) w->add_stats(s);
+  }
   return s;
 }
 

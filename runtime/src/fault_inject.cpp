@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <memory>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -14,7 +17,9 @@
 namespace brisk {
 namespace {
 
-constexpr const char* kExpected = "expected kill:RANK:MIN-MAX[:SEED] (milliseconds) or checkpoint-stall";
+constexpr const char* kExpected =
+    "expected kill:RANK:MIN-MAX[:SEED] (milliseconds), kill-at-task:RANK:MIN-MAX[:SEED] (data tasks) or "
+    "checkpoint-stall";
 
 template <class T>
 std::optional<T> number(std::string_view s) {
@@ -47,9 +52,10 @@ StatusOr<std::optional<KillPlan>> parse_fault_inject(std::string_view value) {
     return invalid_argument(fmt::format("BRISK_FAULT_INJECT='{}': {} ({})", value, why, kExpected));
   };
   const auto parts = split(value, ':');
-  if (parts[0] != "kill") return bad(fmt::format("unknown injection '{}'", parts[0]));
+  if (parts[0] != "kill" && parts[0] != "kill-at-task") return bad(fmt::format("unknown injection '{}'", parts[0]));
   if (parts.size() < 3 || parts.size() > 4) return bad("wrong number of fields");
   KillPlan plan;
+  plan.unit = parts[0] == "kill" ? KillPlan::Unit::kMilliseconds : KillPlan::Unit::kDataTasks;
   const auto rank = number<int>(parts[1]);
   if (!rank || *rank < 0) return bad(fmt::format("'{}' is not a rank", parts[1]));
   plan.rank = *rank;
@@ -67,15 +73,25 @@ StatusOr<std::optional<KillPlan>> parse_fault_inject(std::string_view value) {
   return std::optional<KillPlan>{plan};
 }
 
-void arm_fault_injection(const KillPlan& plan, int rank) {
-  if (rank != plan.rank) return;
-  const int delay = plan.delay_ms();
-  std::thread([delay, rank] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(delay));
-    std::fprintf(stderr, "brisk: rank %d: BRISK_FAULT_INJECT kills this rank now, %d ms after the start\n", rank, delay);
+std::function<void()> arm_fault_injection(const KillPlan& plan, int rank) {
+  if (rank != plan.rank) return {};
+  const int point = plan.delay_ms();
+  if (plan.unit == KillPlan::Unit::kDataTasks) {
+    auto left = std::make_shared<std::atomic<int>>(std::max(1, point));
+    return [left, point, rank] {
+      if (left->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+      std::fprintf(stderr, "brisk: rank %d: BRISK_FAULT_INJECT kills this rank now, at its data task %d\n", rank, point);
+      std::fflush(stderr);
+      raise(SIGKILL);
+    };
+  }
+  std::thread([point, rank] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(point));
+    std::fprintf(stderr, "brisk: rank %d: BRISK_FAULT_INJECT kills this rank now, %d ms after the start\n", rank, point);
     std::fflush(stderr);
     raise(SIGKILL);
   }).detach();
+  return {};
 }
 
 }  // namespace brisk

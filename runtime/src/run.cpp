@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
+#include <atomic>
 #include <thread>
 
 #include "brisk/core/checkpoint.hpp"
@@ -128,6 +130,30 @@ std::int64_t clock_offset_ns() {
 
 std::string gpu_text(int n) { return n == 0 ? "none" : std::to_string(n); }
 
+// Rank 0, after the driver threw DataRollback: the data plane starts a new epoch
+// with the lost ranks' partitions on surviving ones, and the driver's values come
+// back from the last checkpoint. Throws brisk::Error when that cannot be done.
+void roll_back(RuntimeDataPlane& data, RuntimeCheckpoints& checkpoints, int lost, std::chrono::milliseconds limit) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto moved = data.roll_back(limit);
+  auto from = checkpoints.roll_back();
+  if (!from.ok()) {
+    throw Error(fmt::format("rank {} was lost and the job cannot roll back to its last checkpoint: {}", lost,
+                            from.status().message()));
+  }
+  std::string moves;
+  for (const auto& [logical, host] : moved) {
+    moves += fmt::format("{}rank {}'s partitions and tasks to rank {}", moves.empty() ? "" : ", ", logical, host);
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr,
+               "brisk: rank 0: rank %d was lost while the job used data objects; the job goes on without it (%s); "
+               "the driver runs again from %s (rollback took %.1f ms)\n",
+               lost, moves.empty() ? "nothing moved" : moves.c_str(),
+               from->empty() ? "the beginning (no checkpoint was written yet)" : from->c_str(), ms);
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 int run_main(int argc, char** argv, std::function<int()> driver) {
@@ -206,6 +232,8 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   node.context().size = size;
 
   int exit_code = 0;
+  // Set once the checkpoint service exists (the cluster's loss handler reads it).
+  auto checkpoints_ptr = std::make_shared<std::atomic<RuntimeCheckpoints*>>(nullptr);
   std::unique_ptr<RuntimeDataPlane> data;  // outlives the cluster, whose progress thread calls it
   std::unique_ptr<Cluster> cluster;
   Wire wire;
@@ -244,21 +272,29 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     data = std::make_unique<RuntimeDataPlane>(rank, size, node.scheduler(), cluster.get(), node.events(),
                                               options.templates);
     cluster->set_data_handler([d = data.get()](Rank from, std::span<const std::byte> p) { d->receive(from.value, p); });
-    // Data objects and templates cannot run through a rank's loss yet: rather than
-    // hang, the job ends at once and says where to resume from.
-    cluster->set_loss_handler([c = cluster.get(), d = data.get(), dir = options.checkpoint_dir](Rank lost) {
+    // A rank lost while data objects are in use: the driver's data calls throw
+    // DataRollback, and the driver runs again from the last checkpoint (below). A
+    // checkpoint being written cannot finish (its collective waits for the dead
+    // rank): then the job ends at once and says where to resume from.
+    cluster->set_loss_handler([c = cluster.get(), d = data.get(), ck = checkpoints_ptr, dir = options.checkpoint_dir](Rank lost) {
       if (!d->used()) return;
-      std::fprintf(stderr,
-                   "brisk: rank 0: rank %d was lost while the job used data objects, which cannot run through a "
-                   "rank's loss yet; the job ends; %s\n",
-                   lost.value, checkpoint_note(dir).c_str());
-      std::fflush(nullptr);
-      c->announce_end(1);
-      std::thread([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the end notices go out
+      RuntimeCheckpoints* cp = ck->load(std::memory_order_acquire);
+      if (cp && cp->writing()) {
+        std::fprintf(stderr,
+                     "brisk: rank 0: rank %d was lost while a checkpoint was being written, which cannot finish "
+                     "without it; the job ends; %s\n",
+                     lost.value, checkpoint_note(dir).c_str());
         std::fflush(nullptr);
-        std::_Exit(1);
-      }).detach();
+        c->announce_end(1);
+        std::thread([] {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the end notices go out
+          std::fflush(nullptr);
+          std::_Exit(1);
+        }).detach();
+        return;
+      }
+      if (cp) cp->stop_writing(lost.value);
+      d->abort(lost.value);
     });
     cluster->start();
   } else {
@@ -269,6 +305,10 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   // on through such waits (up to 20 ms) instead of sleeping into each arrival.
   if (size > 1 && options.idle == IdleMode::kBackoff) {
     node.scheduler().set_work_hint(&data->worker().outstanding_counter(), std::chrono::milliseconds(20));
+    // A rollback gives this rank a fresh worker.
+    data->set_worker_hook([&node](DataWorker& w) {
+      node.scheduler().set_work_hint(&w.outstanding_counter(), std::chrono::milliseconds(20));
+    });
   }
 
   // Checkpoints: every rank duplicates the communicator now (collectively); rank 0
@@ -279,6 +319,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
                                                [c = cluster.get()](std::uint64_t seq) { c->announce_checkpoint(seq); })
                                          : std::function<void(std::uint64_t)>());
   node.context().checkpoints = &checkpoints;
+  checkpoints_ptr->store(&checkpoints, std::memory_order_release);
   {
     RuntimeCheckpoints::DataHooks hooks;
     if (rank == 0) {
@@ -292,7 +333,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     checkpoints.set_exit_after_signal(options.checkpoint_exit);
     checkpoints.set_every_instantiations(options.checkpoint_instantiations);
   }
-  if (kill_plan) arm_fault_injection(*kill_plan, rank);
+  if (kill_plan) {
+    if (auto at_task = arm_fault_injection(*kill_plan, rank)) data->set_task_hook(std::move(at_task));
+  }
   bool restore_failed = false;
   if (rank == 0 && !options.restore.empty()) {
     if (Status s = checkpoints.restore(options.restore); !s.ok()) {
@@ -304,9 +347,17 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
 
   if (rank == 0 && !restore_failed) {
     try {
-      exit_code = driver();
-      // Data tasks still running belong to the driver's work: wait for them.
-      if (data->used()) data->sync();
+      for (;;) {
+        try {
+          exit_code = driver();
+          // Data tasks still running belong to the driver's work: wait for them.
+          if (data->used()) data->sync();
+          break;
+        } catch (const DataRollback& r) {
+          roll_back(*data, checkpoints, r.lost_rank, std::chrono::milliseconds(
+                                                         std::max(10000, 5 * options.failure_timeout_ms)));
+        }
+      }
     } catch (const checkpoint::Exit& e) {
       std::fprintf(stderr, "brisk: %s\n", e.what());
       exit_code = checkpoint::Exit::kExitCode;

@@ -269,12 +269,30 @@ bool DataController::handle(int from, std::span<const std::byte> message) {
   return true;
 }
 
+void DataController::abort(int lost_rank) {
+  {
+    std::lock_guard lock(reply_mutex_);
+    int none = -1;
+    aborted_.compare_exchange_strong(none, lost_rank, std::memory_order_acq_rel);
+  }
+  reply_cv_.notify_all();
+}
+
+void DataController::check_aborted() const {
+  if (const int lost = aborted_.load(std::memory_order_acquire); lost >= 0) throw detail::DataRollback{lost};
+}
+
 void DataController::wait_until(const std::function<bool()>& done) {
   // The driver often shares a core with a worker: it polls once and then sleeps
   // until a reply is handled (by the progress thread or a worker).
+  check_aborted();
   if (poll_) poll_();
   std::unique_lock lock(reply_mutex_);
   for (;;) {
+    if (aborted()) {
+      lock.unlock();
+      check_aborted();
+    }
     if (failure_) {
       // Reported once: the driver may catch it and carry on.
       auto f = std::move(failure_);

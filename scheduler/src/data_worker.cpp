@@ -115,7 +115,14 @@ DataWorker::DataWorker(int rank, detail::Executor& executor, Send send, EventLog
 
 DataWorker::~DataWorker() = default;
 
+void DataWorker::cancel() noexcept {
+  cancelled_.store(true, std::memory_order_release);
+  std::lock_guard lock(inbox_mutex_);
+  inbox_.clear();
+}
+
 bool DataWorker::handle(int from, std::span<const std::byte> message) {
+  if (cancelled()) return true;
   try {
     if (message.empty()) throw Error("an empty message");
     Reader r(message.subspan(1));
@@ -549,7 +556,9 @@ void DataWorker::execute(Node* node) noexcept {
   const DataCommand& c = e.cmd;
   if (events_) events_->record(EventKind::kStart, node->id.lo, e.name);
   try {
-    switch (c.kind) {
+    // A cancelled worker's commands finish without running: their successors are
+    // released the same way, and nothing of it is sent anywhere.
+    switch (cancelled() ? std::uint8_t{0xFF} : c.kind) {
       case DataCommand::kCompute: {
         if (!e.function) {
           throw Error(fmt::format("data task function id {:#x} is not registered on rank {} (BRISK_DATA_TASK)",
@@ -563,6 +572,7 @@ void DataWorker::execute(Node* node) noexcept {
           v = more.data();
         }
         for (std::size_t i = 0; i < e.instances.size(); ++i) v[i] = e.instances[i]->value;
+        if (task_hook_) task_hook_();
         DataTask task(node->id, rank_, e.name, c.accesses, {v, e.instances.size()}, e.types, c.args, node->params);
         e.function(task);
         tasks_run_.fetch_add(1, std::memory_order_relaxed);

@@ -4,9 +4,9 @@
 # written) after each frame; a run restarted from a checkpoint, on the same or on
 # another number of ranks, with templates on or off, prints the same frames as an
 # uninterrupted run; a truncated newest checkpoint is skipped for the one before.
-# With ucx, a rank SIGKILLed mid-run (BRISK_FAULT_INJECT) ends the job at once with
-# a message naming the last checkpoint, and the restart from it ends like the
-# uninterrupted run.
+# With ucx, a rank SIGKILLed mid-run (BRISK_FAULT_INJECT) does not end the job: its
+# data move to a surviving rank, the driver runs again from the last checkpoint, and
+# the job ends like the uninterrupted run.
 set -uo pipefail
 prog=$1 scratch=$2 mpiexec=$3 transport=${4:-mpi}
 args=(--grid=20 --blocks=2 --frame-dt=0.08 --quiet --brisk-transport="$transport")
@@ -43,16 +43,28 @@ echo "$out" | grep -q "resuming at frame 2" || fail "no resume at frame 2: $out"
 echo "truncated newest checkpoint skipped, frames 2 and 3 as in the uninterrupted run"
 
 if [ "$transport" = ucx ]; then
+  # A rank SIGKILLed at a seeded data task: the job runs through it (rolled back to the
+  # last checkpoint, or to the start before the first one) and ends as the
+  # uninterrupted run, templates on and off.
   run 2 --frames=30 | grep '^frame ' | tail -1 > "$scratch/whole30"
-  out=$(BRISK_FAULT_INJECT=kill:2:1200-1800:3 timeout 120 "$mpiexec" --oversubscribe --bind-to none --enable-recovery \
-        --mca orte_abort_on_non_zero_status 0 -n 3 "$prog" "${args[@]}" --frames=30 --checkpoint-frames=1 \
-        --brisk-checkpoint-dir="$scratch/ck30" 2>&1)
-  echo "$out" | grep -q "rank 2 was lost while the job used data objects.*the last checkpoint is .*ckpt-" ||
-    fail "no fail-fast message naming the last checkpoint: $(echo "$out" | tail -5)"
-  echo "$out" | grep -q '^frame 30 ' && fail "the kill came after the last frame"
-  out=$(run 2 --frames=30 --brisk-checkpoint-dir="$scratch/ck30" --brisk-restore=latest)
-  [ "$(echo "$out" | grep '^frame ' | tail -1)" = "$(cat "$scratch/whole30")" ] ||
-    fail "after the kill and the restart: $(echo "$out" | grep '^frame ' | tail -1), expected $(cat "$scratch/whole30")"
-  echo "killed rank: the job ended at once; the restart from its last checkpoint ends as the uninterrupted run"
+  killed() {  # killed NAME TASKS ARGS...
+    local name=$1 tasks=$2; shift 2
+    rm -rf "$scratch/ck30"
+    out=$(BRISK_FAULT_INJECT=kill-at-task:2:$tasks:3 timeout 120 "$mpiexec" --oversubscribe --bind-to none \
+          --enable-recovery --mca orte_abort_on_non_zero_status 0 -n 3 "$prog" "${args[@]}" --frames=30 \
+          --brisk-checkpoint-dir="$scratch/ck30" "$@" 2>&1)
+    echo "$out" | grep -q "rank 2: BRISK_FAULT_INJECT kills this rank now" || fail "$name: rank 2 was not killed: $(echo "$out" | tail -5)"
+    echo "$out" | grep -q "rank 2 was lost while the job used data objects; the job goes on without it" ||
+      fail "$name: no rollback: $(echo "$out" | grep -v '^frame' | tail -8)"
+    [ "$(echo "$out" | grep '^frame ' | tail -1)" = "$(cat "$scratch/whole30")" ] ||
+      fail "$name: $(echo "$out" | grep '^frame ' | tail -1), expected $(cat "$scratch/whole30")"
+    echo "$name: the job ran through the killed rank to the uninterrupted run's last frame"
+  }
+  killed "killed after a checkpoint" 12000-15000 --checkpoint-frames=5
+  echo "$out" | grep -q "the driver runs again from .*ckpt-00000[0-9].h5" || fail "not rolled back to a checkpoint: $out"
+  echo "$out" | grep -q "resuming at frame [1-9][0-9]*" || fail "the driver did not resume from the checkpoint: $out"
+  echo "$out" | grep -q "checkpoints are skipped from now on" || fail "checkpoints after the loss were not skipped: $out"
+  killed "killed before any checkpoint, no templates" 2000-4000 --checkpoint-frames=5 --brisk-templates=off
+  echo "$out" | grep -q "the driver runs again from the beginning" || fail "not rolled back to the start: $out"
 fi
 echo "physbam restart test OK"

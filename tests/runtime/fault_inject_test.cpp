@@ -24,6 +24,21 @@ TEST(FaultInject, ParsesAKillPlan) {
   EXPECT_EQ((*fixed)->seed, 1u);
 }
 
+TEST(FaultInject, AKillAtADataTaskFiresOnceAtTheDrawnTask) {
+  auto p = parse_fault_inject("kill-at-task:1:10-20:5");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_TRUE(p->has_value());
+  const KillPlan& k = **p;
+  EXPECT_EQ(k.unit, KillPlan::Unit::kDataTasks);
+  EXPECT_EQ(k.rank, 1);
+  const int n = k.delay_ms();
+  EXPECT_GE(n, 10);
+  EXPECT_LE(n, 20);
+  EXPECT_EQ((*parse_fault_inject("kill:1:10-20"))->unit, KillPlan::Unit::kMilliseconds);
+  // Another rank: nothing armed. (The rank named would be killed at task n.)
+  EXPECT_FALSE(arm_fault_injection(k, 0));
+}
+
 TEST(FaultInject, OtherInjectionsAreNotKills) {
   for (const char* v : {"", "checkpoint-stall"}) {
     auto p = parse_fault_inject(v);
@@ -42,6 +57,7 @@ TEST(FaultInject, BadValuesSayWhatIsWrong) {
       {"kill:1:5", "'5' is not a window"},
       {"kill:1:1-2:seven", "'seven' is not a seed"},
       {"kill:1:1-2:3:4", "wrong number of fields"},
+      {"kill-at-task:1:9", "'9' is not a window"},
   };
   for (const auto& [value, why] : cases) {
     auto p = parse_fault_inject(value);

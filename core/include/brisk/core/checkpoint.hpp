@@ -64,8 +64,10 @@ class Exit : public brisk::Error {
   std::uint64_t sequence_;
 };
 
-// Writes a checkpoint now; returns its sequence number. Throws checkpoint::Exit
-// after a checkpoint a signal asked for, with --brisk-checkpoint-exit.
+// Writes a checkpoint now; returns its sequence number, or 0 when it was skipped
+// (after a rank's loss, which a checkpoint written by every rank together cannot
+// survive; a message says so). Throws checkpoint::Exit after a checkpoint a signal
+// asked for, with --brisk-checkpoint-exit.
 inline std::uint64_t now() { return detail::service("brisk::checkpoint::now").write(); }
 
 // The value saved under `name` in the checkpoint this run was restored from

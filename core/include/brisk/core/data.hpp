@@ -175,6 +175,14 @@ class DataPlane {
 
 DataPlane& require_data_plane(const char* api);
 
+// Thrown through the driver's data calls when a rank was lost while data objects
+// were in use (ucx): brisk::run catches it, rolls the data plane back to the last
+// checkpoint and runs the driver again. Not a std::exception, so that a driver's
+// catch (const std::exception&) lets it through.
+struct DataRollback {
+  int lost_rank = -1;
+};
+
 // Recording: while a template body runs for the first time, submissions go here.
 struct DataRecording {
   std::vector<DataTaskSpec> tasks;

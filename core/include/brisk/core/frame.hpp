@@ -51,6 +51,8 @@ struct FrameView {
 
 // Header + payload, ready to send.
 std::vector<std::byte> encode_frame(FrameKind kind, std::span<const std::byte> payload);
+// The same frame with `head` then `body` as its payload (one copy of each).
+std::vector<std::byte> encode_frame(FrameKind kind, std::span<const std::byte> head, std::span<const std::byte> body);
 
 // Checks and splits a received buffer (exactly one frame).
 StatusOr<FrameView> decode_frame(std::span<const std::byte> bytes);

@@ -44,6 +44,18 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   std::uint64_t restored_sequence() const noexcept override { return restored_sequence_; }
   bool requested() const noexcept override;
 
+  // A rank died (ucx): a checkpoint is written by every rank together (parallel HDF5
+  // over MPI_COMM_WORLD, which a dead rank blocks), so write() skips from now on,
+  // with a message. Any thread.
+  void stop_writing(int lost_rank) noexcept { lost_rank_.store(lost_rank, std::memory_order_release); }
+  // Whether write() is inside the collective commit now (a death then blocks it).
+  bool writing() const noexcept { return writing_.load(std::memory_order_acquire); }
+  // Rank 0, for a rollback: the driver's values come back from the checkpoint this
+  // run wrote or restored last (its data sets with them), or, if there is none,
+  // nothing is restored and the driver starts from the beginning. Returns the file,
+  // or "" for none.
+  StatusOr<std::string> roll_back();
+
   // Other ranks: their part of checkpoint `sequence` (collective with write()).
   Status participate(std::uint64_t sequence);
 
@@ -86,6 +98,10 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   int every_instantiations_ = 0;
   int instantiations_ = 0;  // since the last checkpoint this counter asked for
   std::atomic<std::int64_t> last_ns_;  // steady clock of the last checkpoint (or the start)
+  std::string last_path_;               // the checkpoint written or restored last ("" none)
+  std::atomic<int> lost_rank_{-1};      // stop_writing()
+  std::atomic<bool> writing_{false};
+  bool skip_reported_ = false;
 };
 
 }  // namespace brisk

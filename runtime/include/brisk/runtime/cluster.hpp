@@ -156,7 +156,10 @@ class Cluster final : public detail::Executor,
   void set_data_handler(std::function<void(Rank, std::span<const std::byte>)> handler) {
     data_handler_ = std::move(handler);
   }
-  void send_data(Rank to, std::vector<std::byte> payload) { send_frame(to, FrameKind::kData, std::move(payload)); }
+  // A kData frame whose payload is `head` then `body`.
+  void send_data(Rank to, std::span<const std::byte> head, std::span<const std::byte> body) {
+    send_parts(to, FrameKind::kData, head, body);
+  }
   // Called (on the progress thread) once a rank is found dead and its tasks and
   // roles are taken care of; for the parts of the runtime that cannot run through
   // the loss. Set before start().
@@ -222,6 +225,7 @@ class Cluster final : public detail::Executor,
   int flush_outboxes(bool all);
   void post(Rank to, FrameKind kind, std::span<const std::byte> record);
   void send_frame(Rank to, FrameKind kind, std::vector<std::byte> payload);
+  void send_parts(Rank to, FrameKind kind, std::span<const std::byte> head, std::span<const std::byte> body);
   void send_control_state(const Outgoing& out);
   void handle_message(Rank from, std::span<const std::byte> bytes);
   void handle_task(Rank from, std::span<const std::byte> record);

@@ -4,9 +4,25 @@
 // scheduler); rank 0 also has the DataController, called by the driver. Messages
 // between ranks travel as kData frames through the Cluster; a message to the rank
 // itself is handled at once on the sending thread.
+//
+// Ranks as the data plane sees them are logical: the controller places partitions
+// and tasks on ranks 0..size-1, and each logical rank is served by one process
+// (at first, itself). Every kData frame starts with a DataHeader: the epoch, and the
+// logical ranks it comes from and goes to.
+//
+// Rollback (ucx, a rank lost while data objects are in use): the controller aborts,
+// so that the driver's data calls throw detail::DataRollback; brisk::run then calls
+// roll_back(), which gives every logical rank of a lost process to a surviving one,
+// starts a new epoch (fresh workers on every rank and a fresh controller; messages
+// of older epochs are dropped on arrival) and waits until every surviving rank has
+// done the same. The driver then runs again from the last checkpoint.
 #pragma once
 
+#include <atomic>
+#include <chrono>
+#include <functional>
 #include <memory>
+#include <mutex>
 
 #include "brisk/core/data.hpp"
 #include "brisk/scheduler/data_controller.hpp"
@@ -23,11 +39,28 @@ class RuntimeDataPlane final : public detail::DataPlane {
   RuntimeDataPlane(int rank, int size, detail::Executor& local, Cluster* cluster, EventLog* events, bool templates);
   ~RuntimeDataPlane() override;
 
-  // A kData payload from `from` (the cluster's progress thread).
+  // A kData payload from process `from` (the cluster's progress thread).
   void receive(int from, std::span<const std::byte> payload);
   // Whether the driver used data objects (the runtime then syncs before the end).
-  bool used() const noexcept { return controller_ && used_; }
-  DataWorker& worker() noexcept { return *worker_; }
+  bool used() const noexcept { return controller_.load(std::memory_order_acquire) && used_; }
+  // The worker of this rank's own logical rank.
+  DataWorker& worker() noexcept { return *workers_[static_cast<std::size_t>(rank_)].load(std::memory_order_acquire); }
+  // Called with the new own worker after a rollback replaced it (its outstanding
+  // counter is the scheduler's work hint).
+  void set_worker_hook(std::function<void(DataWorker&)> hook) { worker_hook_ = std::move(hook); }
+  // Called as each data task starts on this rank (fault injection); before any use.
+  void set_task_hook(std::function<void()> hook);
+
+  // Rank 0, any thread: `lost` died; the driver's data calls throw DataRollback.
+  void abort(int lost);
+  // Rank 0, on the driver thread after a DataRollback: hands the logical ranks of
+  // lost processes to surviving ones and starts a new epoch on every surviving
+  // rank; returns once all of them have (or throws brisk::Error after `limit`).
+  // Returns (logical rank, new host) for each logical rank that moved.
+  std::vector<std::pair<int, int>> roll_back(std::chrono::milliseconds limit);
+  std::uint32_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
+  // The process that serves logical rank `r`.
+  int host(int r) const noexcept { return hosts_[static_cast<std::size_t>(r)].load(std::memory_order_acquire); }
 
   std::uint32_t create(const std::string& name, const detail::DataTypeOps* type, std::vector<int> homes,
                        bool checkpointed) override;
@@ -39,36 +72,65 @@ class RuntimeDataPlane final : public detail::DataPlane {
   std::uint64_t fetch_start(std::uint32_t dataset, std::uint32_t part) override;
   std::vector<std::byte> fetch_wait(std::uint64_t key) override;
   void fetch_forget(std::uint64_t key) noexcept override {
-    if (controller_) controller_->fetch_forget(key);
+    if (DataController* c = controller_.load(std::memory_order_acquire)) c->fetch_forget(key);
   }
   void sync() override;
   void flush() override;
   std::uint64_t version(std::uint32_t dataset, std::uint32_t part) const override;
   bool templates_enabled() const noexcept override { return templates_; }
   detail::DataPlaneStats stats() const override;
-  std::uint64_t submitted() const noexcept override { return controller_ ? controller_->submitted() : 0; }
-  bool restored(std::uint32_t dataset) const override { return controller_ && controller_->restored(dataset); }
+  std::uint64_t submitted() const noexcept override {
+    DataController* c = controller_.load(std::memory_order_acquire);
+    return c ? c->submitted() : 0;
+  }
+  bool restored(std::uint32_t dataset) const override {
+    DataController* c = controller_.load(std::memory_order_acquire);
+    return c && c->restored(dataset);
+  }
 
   // Checkpoints (runtime/checkpoint_service). Rank 0: drain, plan who writes which
   // partition into checkpoint `sequence`; the data-set table to keep with it.
   std::vector<std::byte> prepare_checkpoint(std::uint64_t sequence);
-  // Every rank: its partitions for checkpoint `sequence`, as (object name, bytes).
+  // Every rank: the partitions of the logical ranks it serves for checkpoint
+  // `sequence`, as (object name, bytes).
   std::vector<std::pair<std::string, std::vector<std::byte>>> checkpoint_objects(std::uint64_t sequence);
   // Rank 0 at restart: the restored checkpoint's data-set table.
   void restore_from(const std::string& file, std::span<const std::byte> table);
   int size() const noexcept override { return size_; }
 
  private:
+  // The controller, for a driver call; throws DataRollback once aborted.
   DataController& controller(const char* api) const;
-  void send(int to, std::vector<std::byte> message);
+  // Sends `message` from logical rank `from` to logical rank `to` (-1: the data
+  // plane of process `to_process`) in epoch `epoch`.
+  void send(std::uint32_t epoch, int from, int to, std::vector<std::byte> message, int to_process = -1);
+  // Hands a message for logical rank `to` (served here) to its worker or controller.
+  void dispatch(int from, int to, std::vector<std::byte> message);
+  // Starts epoch `epoch` with `hosts` on this rank (fresh workers, and on rank 0 a
+  // fresh controller); false if it is not newer than the current one.
+  bool start_epoch(std::uint32_t epoch, const std::vector<int>& hosts);
+  void on_plane_message(int from_process, std::uint32_t epoch, std::span<const std::byte> body);
 
   int rank_;
   int size_;
+  detail::Executor& local_;
   Cluster* cluster_;
+  EventLog* events_;
   bool templates_;
   bool used_ = false;
-  std::unique_ptr<DataWorker> worker_;
-  std::unique_ptr<DataController> controller_;
+  std::function<void(DataWorker&)> worker_hook_;
+  std::function<void()> task_hook_;
+
+  std::mutex mutex_;  // epochs: start_epoch, the graveyard, acks
+  std::atomic<std::uint32_t> epoch_{0};
+  std::unique_ptr<std::atomic<int>[]> hosts_;                 // per logical rank
+  std::unique_ptr<std::atomic<DataWorker*>[]> workers_;       // per logical rank: served here, or null
+  std::atomic<DataController*> controller_{nullptr};          // rank 0
+  // Every worker and controller ever made: a replaced one may still be in use by a
+  // running task or a message being handled, so none is freed before the plane.
+  std::vector<std::unique_ptr<DataWorker>> all_workers_;
+  std::vector<std::unique_ptr<DataController>> all_controllers_;
+  std::vector<int> acked_;  // rank 0: the epoch each process last confirmed
 };
 
 }  // namespace brisk

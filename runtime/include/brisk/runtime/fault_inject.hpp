@@ -1,15 +1,19 @@
-// brisk/runtime/fault_inject.hpp — killing a rank at a seeded random time, for tests.
+// brisk/runtime/fault_inject.hpp — killing a rank at a seeded random point, for tests.
 //
 //   BRISK_FAULT_INJECT=kill:RANK:MIN-MAX[:SEED]
+//   BRISK_FAULT_INJECT=kill-at-task:RANK:MIN-MAX[:SEED]
 //
 // Rank RANK SIGKILLs itself at a time drawn uniformly from [MIN, MAX] milliseconds
-// after the driver starts, from a generator seeded with SEED (default 1), so that
-// a failing run can be repeated. Every rank parses the value; a malformed one stops
+// after the driver starts (kill), or as it starts the N-th data task it runs, N
+// drawn from [MIN, MAX] (kill-at-task: a point in the computation that does not
+// depend on timing), from a generator seeded with SEED (default 1), so that a
+// failing run can be repeated. Every rank parses the value; a malformed one stops
 // the job at start with a message naming what was wrong. The value
 // `checkpoint-stall` belongs to the checkpoint writer and is accepted here.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string_view>
 
@@ -18,19 +22,23 @@
 namespace brisk {
 
 struct KillPlan {
+  enum class Unit { kMilliseconds, kDataTasks };
+  Unit unit = Unit::kMilliseconds;
   int rank = 0;
   int min_ms = 0;
   int max_ms = 0;
   std::uint64_t seed = 1;
-  // The delay drawn from the seed, in [min_ms, max_ms].
+  // The point drawn from the seed, in [min_ms, max_ms] (milliseconds or data tasks).
   int delay_ms() const;
 };
 
 // nullopt when `value` asks for no kill (empty, or another injection).
 StatusOr<std::optional<KillPlan>> parse_fault_inject(std::string_view value);
 
-// Starts a detached thread that SIGKILLs this process after plan.delay_ms(), if
-// `rank` is plan.rank. It says so on stderr first.
-void arm_fault_injection(const KillPlan& plan, int rank);
+// If `rank` is plan.rank: with milliseconds, starts a detached thread that SIGKILLs
+// this process after plan.delay_ms(); with data tasks, returns a function to call as
+// each data task starts, which SIGKILLs the process at the drawn one. It says so on
+// stderr first.
+std::function<void()> arm_fault_injection(const KillPlan& plan, int rank);
 
 }  // namespace brisk

@@ -25,6 +25,7 @@
 // any thread.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -82,6 +83,13 @@ class DataController {
   void restore_from(const std::string& file, std::span<const std::byte> table);
   // Whether data set `id` got its partitions from a checkpoint.
   bool restored(std::uint32_t id) const { return id < datasets_.size() && datasets_[id].restored; }
+
+  // A rank was lost: every driver call from now on (and the one waiting now) throws
+  // detail::DataRollback. Any thread.
+  void abort(int lost_rank);
+  bool aborted() const noexcept { return aborted_.load(std::memory_order_acquire) >= 0; }
+  // Throws detail::DataRollback after abort().
+  void check_aborted() const;
 
   // Ranks holding the latest version of a partition (tests).
   std::vector<int> holders(std::uint32_t dataset, std::uint32_t part) const;
@@ -198,6 +206,7 @@ class DataController {
   std::unordered_set<std::uint64_t> forgotten_;  // fetches nobody waits for: dropped on arrival
   std::unordered_map<std::uint64_t, int> sync_replies_;
   std::shared_ptr<const ErrorInfo> failure_;
+  std::atomic<int> aborted_{-1};  // the lost rank, once abort() was called
 };
 
 }  // namespace brisk

@@ -61,6 +61,15 @@ class DataWorker {
   using RestoreLoader = std::function<std::vector<std::byte>(const std::string& file, const std::string& name)>;
   void set_restore_loader(RestoreLoader loader) { restore_loader_ = std::move(loader); }
 
+  // Stops this worker for good (a rollback replaced it): queued messages are dropped,
+  // later ones ignored, and its commands finish without running. Tasks already
+  // running run to their end.
+  void cancel() noexcept;
+  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
+
+  // Called as each data task starts (fault injection); set before any command.
+  void set_task_hook(std::function<void()> hook) { task_hook_ = std::move(hook); }
+
   std::uint64_t tasks_run() const noexcept { return tasks_run_.load(std::memory_order_relaxed); }
   // Fills the worker fields of `s` (tasks run, template times).
   void add_stats(detail::DataPlaneStats& s) const;
@@ -122,11 +131,13 @@ class DataWorker {
   std::uint64_t settled_below_ = 0;  // copies keyed below this are all consumed (the last sync's mark)
   std::unordered_map<std::uint64_t, std::vector<CheckpointPart>> plans_;  // by checkpoint sequence
   RestoreLoader restore_loader_;
+  std::function<void()> task_hook_;
 
   std::mutex inbox_mutex_;
   std::deque<std::pair<int, std::vector<std::byte>>> inbox_;
   bool draining_ = false;
 
+  std::atomic<bool> cancelled_{false};
   std::atomic<std::int64_t> outstanding_{0};
   std::atomic<std::uint64_t> tasks_run_{0};
   std::atomic<std::uint64_t> malformed_{0};
