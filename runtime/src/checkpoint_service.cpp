@@ -119,17 +119,6 @@ StatusOr<std::string> RuntimeCheckpoints::roll_back() {
 }
 
 std::uint64_t RuntimeCheckpoints::write() {
-  if (const int lost = lost_rank_.load(std::memory_order_acquire); lost >= 0) {
-    if (!std::exchange(skip_reported_, true)) {
-      std::fprintf(stderr,
-                   "brisk: checkpoints are skipped from now on: rank %d was lost, and every rank writes a checkpoint "
-                   "together (parallel HDF5), which a dead rank blocks; %s\n",
-                   lost,
-                   last_path_.empty() ? "a further loss starts the driver again from the beginning"
-                                      : fmt::format("a further loss rolls back to {}", last_path_).c_str());
-    }
-    return 0;
-  }
   std::map<std::string, std::vector<std::byte>> values;
   std::uint64_t sequence = 0;
   {
@@ -144,17 +133,34 @@ std::uint64_t RuntimeCheckpoints::write() {
     sequence = next_sequence_++;
     values = pending_;
   }
-  // The data objects: every command done, and each rank told what it writes.
-  if (data_.prepare) {
-    if (auto table = data_.prepare(sequence); !table.empty()) values[kDataSetsValue] = std::move(table);
-  }
-  writing_.store(true, std::memory_order_release);
-  if (announce_) announce_(sequence);
   const bool signalled = g_signalled != 0;
   g_signalled = 0;
   last_ns_.store(now_ns(), std::memory_order_relaxed);
-  Status committed = commit(sequence, std::move(values));
-  writing_.store(false, std::memory_order_release);
+  Status committed;
+  if (const int lost = lost_rank_.load(std::memory_order_acquire); lost >= 0) {
+    // The other ranks cannot take part in a collective any more: rank 0 gathers
+    // every partition and writes the file alone.
+    if (!std::exchange(skip_reported_, true)) {
+      std::fprintf(stderr,
+                   "brisk: rank 0 writes checkpoints alone from now on (rank %d was lost, and a checkpoint written by "
+                   "every rank together would wait for it): every data partition is gathered to rank 0 first\n",
+                   lost);
+    }
+    std::vector<std::pair<std::string, std::vector<std::byte>>> objects;
+    if (data_.gather) {
+      if (auto table = data_.gather(objects); !table.empty()) values[kDataSetsValue] = std::move(table);
+    }
+    committed = commit(MPI_COMM_SELF, sequence, std::move(values), std::move(objects));
+  } else {
+    // The data objects: every command done, and each rank told what it writes.
+    if (data_.prepare) {
+      if (auto table = data_.prepare(sequence); !table.empty()) values[kDataSetsValue] = std::move(table);
+    }
+    writing_.store(true, std::memory_order_release);
+    if (announce_) announce_(sequence);
+    committed = commit(comm_, sequence, std::move(values), data_.objects ? data_.objects(sequence) : ObjectList{});
+    writing_.store(false, std::memory_order_release);
+  }
   if (!committed.ok()) {
     throw Error(fmt::format("brisk::checkpoint::now: checkpoint {} failed: {}", sequence, committed.message()));
   }
@@ -163,20 +169,21 @@ std::uint64_t RuntimeCheckpoints::write() {
   return sequence;
 }
 
-Status RuntimeCheckpoints::participate(std::uint64_t sequence) { return commit(sequence, {}); }
+Status RuntimeCheckpoints::participate(std::uint64_t sequence) {
+  return commit(comm_, sequence, {}, data_.objects ? data_.objects(sequence) : ObjectList{});
+}
 
-Status RuntimeCheckpoints::commit(std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values) {
+Status RuntimeCheckpoints::commit(MPI_Comm comm, std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values,
+                                  ObjectList objects) {
   CheckpointWriter::Options options;
   options.keep = static_cast<std::size_t>(keep_);
-  auto writer = CheckpointWriter::begin(comm_, dir_, sequence, options);
+  auto writer = CheckpointWriter::begin(comm, dir_, sequence, options);
   if (!writer.ok()) return writer.status();
   for (auto& [name, bytes] : values) {
     if (Status s = writer->add_driver_bytes(name, std::move(bytes)); !s.ok()) return s;
   }
-  if (data_.objects) {
-    for (auto& [name, bytes] : data_.objects(sequence)) {
-      if (Status s = writer->add_object(name, std::move(bytes)); !s.ok()) return s;
-    }
+  for (auto& [name, bytes] : objects) {
+    if (Status s = writer->add_object(name, std::move(bytes)); !s.ok()) return s;
   }
   return writer->commit();
 }

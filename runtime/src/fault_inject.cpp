@@ -73,6 +73,16 @@ StatusOr<std::optional<KillPlan>> parse_fault_inject(std::string_view value) {
   return std::optional<KillPlan>{plan};
 }
 
+StatusOr<std::vector<KillPlan>> parse_fault_injects(std::string_view value) {
+  std::vector<KillPlan> plans;
+  for (std::string_view one : split(value, ',')) {
+    auto plan = parse_fault_inject(one);
+    if (!plan.ok()) return plan.status();
+    if (*plan) plans.push_back(**plan);
+  }
+  return plans;
+}
+
 std::function<void()> arm_fault_injection(const KillPlan& plan, int rank) {
   if (rank != plan.rank) return {};
   const int point = plan.delay_ms();

@@ -183,18 +183,23 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     if (rank == 0) std::fprintf(stderr, "brisk: %s\n", roles.status().message().c_str());
     return 2;
   }
-  std::optional<KillPlan> kill_plan;
+  std::vector<KillPlan> kill_plans;
   if (const char* inject = std::getenv("BRISK_FAULT_INJECT")) {
-    auto plan = parse_fault_inject(inject);
-    if (plan.ok() && *plan && (*plan)->rank >= size) {
-      plan = invalid_argument(fmt::format("BRISK_FAULT_INJECT='{}' names rank {} in a job of {} ranks", inject,
-                                          (*plan)->rank, size));
+    auto plans = parse_fault_injects(inject);
+    if (plans.ok()) {
+      for (const KillPlan& p : *plans) {
+        if (p.rank >= size) {
+          plans = invalid_argument(
+              fmt::format("BRISK_FAULT_INJECT='{}' names rank {} in a job of {} ranks", inject, p.rank, size));
+          break;
+        }
+      }
     }
-    if (!plan.ok()) {
-      if (rank == 0) std::fprintf(stderr, "brisk: %s\n", plan.status().message().c_str());
+    if (!plans.ok()) {
+      if (rank == 0) std::fprintf(stderr, "brisk: %s\n", plans.status().message().c_str());
       return 2;
     }
-    kill_plan = *plan;
+    kill_plans = *plans;
   }
   auto topology = Topology::detect();
   if (!topology.ok()) {
@@ -324,6 +329,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     RuntimeCheckpoints::DataHooks hooks;
     if (rank == 0) {
       hooks.prepare = [d = data.get()](std::uint64_t seq) { return d->used() ? d->prepare_checkpoint(seq) : std::vector<std::byte>{}; };
+      hooks.gather = [d = data.get()](RuntimeCheckpoints::ObjectList& objects) {
+        return d->used() ? d->gather_checkpoint(objects) : std::vector<std::byte>{};
+      };
       hooks.restored = [d = data.get()](const std::string& file, std::span<const std::byte> table) {
         if (!table.empty()) d->restore_from(file, table);
       };
@@ -333,8 +341,16 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     checkpoints.set_exit_after_signal(options.checkpoint_exit);
     checkpoints.set_every_instantiations(options.checkpoint_instantiations);
   }
-  if (kill_plan) {
-    if (auto at_task = arm_fault_injection(*kill_plan, rank)) data->set_task_hook(std::move(at_task));
+  {
+    std::vector<std::function<void()>> at_task;
+    for (const KillPlan& p : kill_plans) {
+      if (auto hook = arm_fault_injection(p, rank)) at_task.push_back(std::move(hook));
+    }
+    if (!at_task.empty()) {
+      data->set_task_hook([hooks = std::move(at_task)] {
+        for (const auto& h : hooks) h();
+      });
+    }
   }
   bool restore_failed = false;
   if (rank == 0 && !options.restore.empty()) {

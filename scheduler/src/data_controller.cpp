@@ -347,9 +347,8 @@ void DataController::sync() {
 
 detail::DataPlaneStats DataController::stats() const { return stats_; }
 
-std::vector<std::byte> DataController::plan_checkpoint(std::uint64_t sequence) {
-  sync();
-  std::vector<std::vector<CheckpointPart>> plan(static_cast<std::size_t>(size_));
+std::vector<std::byte> DataController::checkpoint_table(
+    const std::function<void(std::uint32_t slot, CheckpointPart part)>& written) const {
   std::vector<CheckpointDataSet> table;
   for (std::uint32_t id = 0; id < datasets_.size(); ++id) {
     const DataSetInfo& d = datasets_[id];
@@ -359,17 +358,36 @@ std::vector<std::byte> DataController::plan_checkpoint(std::uint64_t sequence) {
       const std::uint32_t slot = d.first_slot + p;
       entry.versions.push_back(versions_[slot]);
       if (versions_[slot] == 0) continue;  // never written: T{} again on restart
-      plan[static_cast<std::size_t>(pick_source(slot))].push_back(
-          CheckpointPart{id, p, checkpoint_object_name(d.name, p)});
+      written(slot, CheckpointPart{id, p, checkpoint_object_name(d.name, p)});
     }
     table.push_back(std::move(entry));
   }
+  return to_bytes(table);
+}
+
+std::vector<std::byte> DataController::plan_checkpoint(std::uint64_t sequence) {
+  sync();
+  std::vector<std::vector<CheckpointPart>> plan(static_cast<std::size_t>(size_));
+  auto table = checkpoint_table([&](std::uint32_t slot, CheckpointPart part) {
+    plan[static_cast<std::size_t>(pick_source(slot))].push_back(std::move(part));
+  });
   for (int r = 0; r < size_; ++r) {
     Writer w;
     w(sequence, plan[static_cast<std::size_t>(r)]);
     send_to(r, DataMessage::kCheckpointPlan, w);
   }
-  return to_bytes(table);
+  return table;
+}
+
+std::vector<std::byte> DataController::gather_checkpoint(std::vector<std::pair<std::string, std::vector<std::byte>>>& objects) {
+  sync();
+  std::vector<std::pair<std::string, std::uint64_t>> keys;
+  auto table = checkpoint_table([&](std::uint32_t slot, CheckpointPart part) {
+    const detail::DataAccess a = access_of(slot);
+    keys.emplace_back(std::move(part.name), fetch_start(a.dataset, a.part));
+  });
+  for (auto& [name, key] : keys) objects.emplace_back(std::move(name), fetch_wait(key));
+  return table;
 }
 
 void DataController::restore_from(const std::string& file, std::span<const std::byte> table) {

@@ -47,11 +47,11 @@ if [ "$transport" = ucx ]; then
   # last checkpoint, or to the start before the first one) and ends as the
   # uninterrupted run, templates on and off.
   run 2 --frames=30 | grep '^frame ' | tail -1 > "$scratch/whole30"
-  killed() {  # killed NAME TASKS ARGS...
-    local name=$1 tasks=$2; shift 2
+  killed() {  # killed NAME RANKS INJECTION ARGS...
+    local name=$1 n=$2 inject=$3; shift 3
     rm -rf "$scratch/ck30"
-    out=$(BRISK_FAULT_INJECT=kill-at-task:2:$tasks:3 timeout 120 "$mpiexec" --oversubscribe --bind-to none \
-          --enable-recovery --mca orte_abort_on_non_zero_status 0 -n 3 "$prog" "${args[@]}" --frames=30 \
+    out=$(BRISK_FAULT_INJECT=$inject timeout 120 "$mpiexec" --oversubscribe --bind-to none \
+          --enable-recovery --mca orte_abort_on_non_zero_status 0 -n "$n" "$prog" "${args[@]}" --frames=30 \
           --brisk-checkpoint-dir="$scratch/ck30" "$@" 2>&1)
     echo "$out" | grep -q "rank 2: BRISK_FAULT_INJECT kills this rank now" || fail "$name: rank 2 was not killed: $(echo "$out" | tail -5)"
     echo "$out" | grep -q "rank 2 was lost while the job used data objects; the job goes on without it" ||
@@ -60,11 +60,19 @@ if [ "$transport" = ucx ]; then
       fail "$name: $(echo "$out" | grep '^frame ' | tail -1), expected $(cat "$scratch/whole30")"
     echo "$name: the job ran through the killed rank to the uninterrupted run's last frame"
   }
-  killed "killed after a checkpoint" 12000-15000 --checkpoint-frames=5
+  killed "killed after a checkpoint" 3 kill-at-task:2:12000-15000:3 --checkpoint-frames=5
   echo "$out" | grep -q "the driver runs again from .*ckpt-00000[0-9].h5" || fail "not rolled back to a checkpoint: $out"
   echo "$out" | grep -q "resuming at frame [1-9][0-9]*" || fail "the driver did not resume from the checkpoint: $out"
-  echo "$out" | grep -q "checkpoints are skipped from now on" || fail "checkpoints after the loss were not skipped: $out"
-  killed "killed before any checkpoint, no templates" 2000-4000 --checkpoint-frames=5 --brisk-templates=off
+  echo "$out" | grep -q "rank 0 writes checkpoints alone from now on" || fail "no checkpoints after the loss: $out"
+  echo "$out" | grep -q "checkpoint [0-9]* after frame 30" || fail "no checkpoint after the last frame: $out"
+  killed "killed before any checkpoint, no templates" 3 kill-at-task:2:2000-4000:3 --checkpoint-frames=5 --brisk-templates=off
   echo "$out" | grep -q "the driver runs again from the beginning" || fail "not rolled back to the start: $out"
+  # Two ranks killed one after the other: the second loss rolls back to a checkpoint
+  # that rank 0 wrote alone after the first.
+  killed "two ranks killed in turn" 4 kill-at-task:2:8000-8000,kill-at-task:3:30000-30000 --checkpoint-frames=5
+  echo "$out" | grep -q "rank 3 was lost while the job used data objects.*rank 3's partitions and tasks to" ||
+    fail "no rollback after the second loss: $out"
+  echo "$out" | grep -q "rank 3 was lost.*the driver runs again from .*ckpt-00000[2-9].h5" ||
+    fail "the second loss did not roll back to a checkpoint written after the first: $out"
 fi
 echo "physbam restart test OK"

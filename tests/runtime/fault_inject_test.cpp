@@ -39,6 +39,19 @@ TEST(FaultInject, AKillAtADataTaskFiresOnceAtTheDrawnTask) {
   EXPECT_FALSE(arm_fault_injection(k, 0));
 }
 
+TEST(FaultInject, SeveralInjectionsAreSeparatedByCommas) {
+  auto p = parse_fault_injects("kill-at-task:2:5-5,checkpoint-stall,kill:3:7-7");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->size(), 2u);
+  EXPECT_EQ((*p)[0].rank, 2);
+  EXPECT_EQ((*p)[0].unit, KillPlan::Unit::kDataTasks);
+  EXPECT_EQ((*p)[1].rank, 3);
+  EXPECT_EQ((*p)[1].delay_ms(), 7);
+  auto bad = parse_fault_injects("kill:1:1-2,kill:x:1-2");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'x' is not a rank"), std::string::npos) << bad.status().message();
+}
+
 TEST(FaultInject, OtherInjectionsAreNotKills) {
   for (const char* v : {"", "checkpoint-stall"}) {
     auto p = parse_fault_inject(v);

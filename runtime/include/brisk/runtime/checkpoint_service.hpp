@@ -45,8 +45,9 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   bool requested() const noexcept override;
 
   // A rank died (ucx): a checkpoint is written by every rank together (parallel HDF5
-  // over MPI_COMM_WORLD, which a dead rank blocks), so write() skips from now on,
-  // with a message. Any thread.
+  // over MPI_COMM_WORLD, which a dead rank blocks), so from now on rank 0 gathers
+  // the data partitions (DataHooks::gather) and writes alone, with a message. Any
+  // thread.
   void stop_writing(int lost_rank) noexcept { lost_rank_.store(lost_rank, std::memory_order_release); }
   // Whether write() is inside the collective commit now (a death then blocks it).
   bool writing() const noexcept { return writing_.load(std::memory_order_acquire); }
@@ -63,10 +64,14 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   // 0 before the others are asked and returns a value kept with the checkpoint;
   // `objects(seq)` gives each rank's objects to write; `restored(file, value)` gets
   // that value back at a restart.
+  // `gather(objects)` (rank 0, after a loss) returns the same value as prepare and
+  // fetches every partition into `objects`, for a checkpoint rank 0 writes alone.
+  using ObjectList = std::vector<std::pair<std::string, std::vector<std::byte>>>;
   struct DataHooks {
     std::function<std::vector<std::byte>(std::uint64_t)> prepare;
-    std::function<std::vector<std::pair<std::string, std::vector<std::byte>>>(std::uint64_t)> objects;
+    std::function<ObjectList(std::uint64_t)> objects;
     std::function<void(const std::string&, std::span<const std::byte>)> restored;
+    std::function<std::vector<std::byte>(ObjectList&)> gather;
   };
   void set_data_hooks(DataHooks hooks) { data_ = std::move(hooks); }
   // write() throws checkpoint::Exit after a checkpoint a signal asked for.
@@ -80,7 +85,8 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   }
 
  private:
-  Status commit(std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values);
+  Status commit(MPI_Comm comm, std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values,
+                ObjectList objects);
 
   int rank_;
   std::string dir_;
@@ -101,7 +107,7 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   std::string last_path_;               // the checkpoint written or restored last ("" none)
   std::atomic<int> lost_rank_{-1};      // stop_writing()
   std::atomic<bool> writing_{false};
-  bool skip_reported_ = false;
+  bool skip_reported_ = false;  // the message about writing alone
 };
 
 }  // namespace brisk

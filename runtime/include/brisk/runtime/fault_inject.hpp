@@ -2,6 +2,7 @@
 //
 //   BRISK_FAULT_INJECT=kill:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=kill-at-task:RANK:MIN-MAX[:SEED]
+//   BRISK_FAULT_INJECT=kill-at-task:2:100-200,kill-at-task:3:900-1000   (several)
 //
 // Rank RANK SIGKILLs itself at a time drawn uniformly from [MIN, MAX] milliseconds
 // after the driver starts (kill), or as it starts the N-th data task it runs, N
@@ -16,6 +17,7 @@
 #include <functional>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "brisk/core/status.hpp"
 
@@ -34,6 +36,9 @@ struct KillPlan {
 
 // nullopt when `value` asks for no kill (empty, or another injection).
 StatusOr<std::optional<KillPlan>> parse_fault_inject(std::string_view value);
+// Several injections separated by commas (for example two ranks killed at
+// different points); the kills among them.
+StatusOr<std::vector<KillPlan>> parse_fault_injects(std::string_view value);
 
 // If `rank` is plan.rank: with milliseconds, starts a detached thread that SIGKILLs
 // this process after plan.delay_ms(); with data tasks, returns a function to call as
