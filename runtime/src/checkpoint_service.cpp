@@ -137,9 +137,27 @@ std::uint64_t RuntimeCheckpoints::write() {
   g_signalled = 0;
   last_ns_.store(now_ns(), std::memory_order_relaxed);
   Status committed;
-  if (const int lost = lost_rank_.load(std::memory_order_acquire); lost >= 0) {
+  bool alone = lost_rank_.load(std::memory_order_seq_cst) >= 0;
+  if (!alone) {
+    // The data objects: every command done, and each rank told what it writes.
+    if (data_.prepare) {
+      if (auto table = data_.prepare(sequence); !table.empty()) values[kDataSetsValue] = std::move(table);
+    }
+    // In the collective from here on; a loss seen now is handled by rank 0 alone
+    // (the loss handler marks the loss first and then looks at writing()).
+    writing_.store(true, std::memory_order_seq_cst);
+    alone = lost_rank_.load(std::memory_order_seq_cst) >= 0;
+    if (!alone) {
+      if (announce_) announce_(sequence);
+      committed = commit(comm_, sequence, std::move(values), data_.objects ? data_.objects(sequence) : ObjectList{});
+    }
+    writing_.store(false, std::memory_order_seq_cst);
+    if (alone) values.erase(kDataSetsValue);
+  }
+  if (alone) {
     // The other ranks cannot take part in a collective any more: rank 0 gathers
     // every partition and writes the file alone.
+    const int lost = lost_rank_.load(std::memory_order_acquire);
     if (!std::exchange(skip_reported_, true)) {
       std::fprintf(stderr,
                    "brisk: rank 0 writes checkpoints alone from now on (rank %d was lost, and a checkpoint written by "
@@ -151,15 +169,6 @@ std::uint64_t RuntimeCheckpoints::write() {
       if (auto table = data_.gather(objects); !table.empty()) values[kDataSetsValue] = std::move(table);
     }
     committed = commit(MPI_COMM_SELF, sequence, std::move(values), std::move(objects));
-  } else {
-    // The data objects: every command done, and each rank told what it writes.
-    if (data_.prepare) {
-      if (auto table = data_.prepare(sequence); !table.empty()) values[kDataSetsValue] = std::move(table);
-    }
-    writing_.store(true, std::memory_order_release);
-    if (announce_) announce_(sequence);
-    committed = commit(comm_, sequence, std::move(values), data_.objects ? data_.objects(sequence) : ObjectList{});
-    writing_.store(false, std::memory_order_release);
   }
   if (!committed.ok()) {
     throw Error(fmt::format("brisk::checkpoint::now: checkpoint {} failed: {}", sequence, committed.message()));

@@ -53,94 +53,91 @@ RuntimeDataPlane::RuntimeDataPlane(int rank, int size, detail::Executor& local, 
       cluster_(cluster),
       events_(events),
       templates_(templates),
-      hosts_(new std::atomic<int>[static_cast<std::size_t>(size)]),
-      workers_(new std::atomic<DataWorker*>[static_cast<std::size_t>(size)]),
       acked_(static_cast<std::size_t>(size), 0) {
   std::vector<int> hosts(static_cast<std::size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    hosts[static_cast<std::size_t>(r)] = r;
-    workers_[static_cast<std::size_t>(r)].store(nullptr);
-  }
+  for (int r = 0; r < size; ++r) hosts[static_cast<std::size_t>(r)] = r;
   start_epoch(1, hosts);
 }
 
 RuntimeDataPlane::~RuntimeDataPlane() = default;
 
-bool RuntimeDataPlane::start_epoch(std::uint32_t epoch, const std::vector<int>& hosts) {
-  std::vector<DataWorker*> replaced;
+bool RuntimeDataPlane::start_epoch(std::uint32_t number, const std::vector<int>& hosts) {
+  const Epoch* old = nullptr;
   {
     std::lock_guard lock(mutex_);
-    if (epoch <= epoch_.load(std::memory_order_relaxed)) return false;
+    const Epoch* now = current();
+    if (now && number <= now->number) return false;
+    auto e = std::make_unique<Epoch>();
+    e->number = number;
+    e->hosts = hosts;
+    e->workers.assign(static_cast<std::size_t>(size_), nullptr);
+    const Epoch* ep = e.get();
     for (int r = 0; r < size_; ++r) {
-      hosts_[static_cast<std::size_t>(r)].store(hosts[static_cast<std::size_t>(r)], std::memory_order_relaxed);
-    }
-    for (int r = 0; r < size_; ++r) {
-      DataWorker* w = nullptr;
-      if (hosts[static_cast<std::size_t>(r)] == rank_) {
-        auto send = [this, epoch, r](int to, std::vector<std::byte> m) { this->send(epoch, r, to, std::move(m)); };
-        auto fresh = std::make_unique<DataWorker>(r, local_, send, events_);
-        // Partitions restored from a checkpoint: each logical rank's host reads them.
-        fresh->set_restore_loader([](const std::string& file, const std::string& name) {
-          auto reader = CheckpointReader::open(file);
-          if (!reader.ok()) throw Error(reader.status().message());
-          auto bytes = reader->read_object(name);
-          if (!bytes.ok()) throw Error(bytes.status().message());
-          return std::move(*bytes);
-        });
-        if (task_hook_) fresh->set_task_hook(task_hook_);
-        w = fresh.get();
-        all_workers_.push_back(std::move(fresh));
-      }
-      if (DataWorker* old = workers_[static_cast<std::size_t>(r)].exchange(w, std::memory_order_acq_rel)) {
-        replaced.push_back(old);
-      }
+      if (hosts[static_cast<std::size_t>(r)] != rank_) continue;
+      auto send = [this, ep, r](int to, std::vector<std::byte> m) { this->send(*ep, r, to, std::move(m)); };
+      auto fresh = std::make_unique<DataWorker>(r, local_, send, events_);
+      // Partitions restored from a checkpoint: each logical rank's host reads them.
+      fresh->set_restore_loader([](const std::string& file, const std::string& name) {
+        auto reader = CheckpointReader::open(file);
+        if (!reader.ok()) throw Error(reader.status().message());
+        auto bytes = reader->read_object(name);
+        if (!bytes.ok()) throw Error(bytes.status().message());
+        return std::move(*bytes);
+      });
+      if (task_hook_) fresh->set_task_hook(task_hook_);
+      e->workers[static_cast<std::size_t>(r)] = fresh.get();
+      all_workers_.push_back(std::move(fresh));
     }
     if (rank_ == 0) {
       std::function<int()> poll;
       if (cluster_) poll = [c = cluster_] { return c->poll(); };
-      auto send = [this, epoch](int to, std::vector<std::byte> m) { this->send(epoch, 0, to, std::move(m)); };
+      auto send = [this, ep](int to, std::vector<std::byte> m) { this->send(*ep, 0, to, std::move(m)); };
       all_controllers_.push_back(std::make_unique<DataController>(size_, send, std::move(poll)));
-      controller_.store(all_controllers_.back().get(), std::memory_order_release);
+      e->controller = all_controllers_.back().get();
     }
-    epoch_.store(epoch, std::memory_order_release);
+    old = current_.exchange(ep, std::memory_order_acq_rel);
+    epochs_.push_back(std::move(e));
   }
-  for (DataWorker* old : replaced) old->cancel();
-  if (worker_hook_) worker_hook_(worker());
+  if (old) {
+    for (DataWorker* w : old->workers) {
+      if (w) w->cancel();
+    }
+    if (worker_hook_) worker_hook_(worker());
+  }
   return true;
 }
 
 void RuntimeDataPlane::set_task_hook(std::function<void()> hook) {
   std::lock_guard lock(mutex_);
   task_hook_ = std::move(hook);
-  for (int r = 0; r < size_; ++r) {
-    if (DataWorker* w = workers_[static_cast<std::size_t>(r)].load(std::memory_order_acquire)) w->set_task_hook(task_hook_);
+  for (DataWorker* w : current()->workers) {
+    if (w) w->set_task_hook(task_hook_);
   }
 }
 
-void RuntimeDataPlane::send(std::uint32_t epoch, int from, int to, std::vector<std::byte> message, int to_process) {
+void RuntimeDataPlane::send(const Epoch& e, int from, int to, std::vector<std::byte> message, int to_process) {
   // A replaced worker or controller speaks no more.
-  if (epoch != epoch_.load(std::memory_order_acquire)) return;
-  const int process = to >= 0 ? host(to) : to_process;
+  if (current() != &e) return;
+  const int process = to >= 0 ? e.hosts[static_cast<std::size_t>(to)] : to_process;
   if (process == rank_) {
-    if (to >= 0) dispatch(from, to, std::move(message));
+    if (to >= 0) dispatch(e, from, to, std::move(message));
     return;
   }
-  const auto head = encode_header({epoch, from, to});
+  const auto head = encode_header({e.number, from, to});
   cluster_->send_data(Rank{process}, head, message);
 }
 
-void RuntimeDataPlane::dispatch(int from, int to, std::vector<std::byte> message) {
+void RuntimeDataPlane::dispatch(const Epoch& e, int from, int to, std::vector<std::byte> message) {
   if (!message.empty() && to_controller(static_cast<std::uint8_t>(message[0]))) {
-    DataController* c = to == 0 ? controller_.load(std::memory_order_acquire) : nullptr;
-    if (c) {
-      c->handle(from, message);
+    if (to == 0 && e.controller) {
+      e.controller->handle(from, message);
     } else {
       std::fprintf(stderr, "brisk: rank %d: dropped a data reply from rank %d to rank %d: only rank 0 takes replies\n",
                    rank_, from, to);
     }
     return;
   }
-  DataWorker* w = workers_[static_cast<std::size_t>(to)].load(std::memory_order_acquire);
+  DataWorker* w = e.workers[static_cast<std::size_t>(to)];
   if (!w) {
     std::fprintf(stderr, "brisk: rank %d: dropped a data message from rank %d for rank %d, which is not served here\n",
                  rank_, from, to);
@@ -166,7 +163,8 @@ void RuntimeDataPlane::receive(int from, std::span<const std::byte> payload) {
                  rank_, from, h.from, h.to, size_);
     return;
   }
-  const std::uint32_t now = epoch_.load(std::memory_order_acquire);
+  const Epoch& e = *current();
+  const std::uint32_t now = e.number;
   if (h.epoch != now) {
     // Older: sent before a rollback, for state that is gone. Newer cannot happen: an
     // epoch's first commands leave rank 0 after every rank started it.
@@ -176,7 +174,7 @@ void RuntimeDataPlane::receive(int from, std::span<const std::byte> payload) {
     }
     return;
   }
-  dispatch(h.from, h.to, std::vector<std::byte>(body.begin(), body.end()));
+  dispatch(e, h.from, h.to, std::vector<std::byte>(body.begin(), body.end()));
 }
 
 void RuntimeDataPlane::on_plane_message(int from_process, std::uint32_t epoch, std::span<const std::byte> body) {
@@ -195,18 +193,18 @@ void RuntimeDataPlane::on_plane_message(int from_process, std::uint32_t epoch, s
         }
         start_epoch(epoch, hosts);
         // Confirmed even when this epoch had started already (a repeated request).
-        if (epoch == epoch_.load(std::memory_order_acquire)) {
+        if (const Epoch& e = *current(); e.number == epoch) {
           Writer w;
           w(static_cast<std::uint8_t>(kEpochStarted));
-          send(epoch, rank_, -1, w.take(), 0);
+          send(e, rank_, -1, w.take(), 0);
         }
         break;
       }
       case kEpochStarted: {
         if (rank_ != 0 || from_process < 0 || from_process >= size_) throw Error("an epoch confirmation off rank 0");
         std::lock_guard lock(mutex_);
-        int& acked = acked_[static_cast<std::size_t>(from_process)];
-        acked = std::max(acked, static_cast<int>(epoch));
+        std::uint32_t& acked = acked_[static_cast<std::size_t>(from_process)];
+        acked = std::max(acked, epoch);
         break;
       }
       default: throw Error(fmt::format("unknown data-plane message {}", static_cast<int>(body[0])));
@@ -218,58 +216,55 @@ void RuntimeDataPlane::on_plane_message(int from_process, std::uint32_t epoch, s
 }
 
 void RuntimeDataPlane::abort(int lost) {
-  if (DataController* c = controller_.load(std::memory_order_acquire)) c->abort(lost);
+  if (DataController* c = current()->controller) c->abort(lost);
 }
 
 std::vector<std::pair<int, int>> RuntimeDataPlane::roll_back(std::chrono::milliseconds limit) {
   if (rank_ != 0 || !cluster_) throw Error("brisk: a data-plane rollback runs on rank 0 of a multi-rank job");
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  std::vector<int> before(static_cast<std::size_t>(size_));
-  for (int r = 0; r < size_; ++r) before[static_cast<std::size_t>(r)] = host(r);
+  const std::vector<int> before = current()->hosts;
+  const auto lost = [this](int p) { return cluster_->rank_lost(Rank{p}); };
   for (;;) {
     // Every logical rank whose process died goes to the surviving process that
     // serves the fewest (the next one after it on a tie).
-    std::vector<int> hosts(static_cast<std::size_t>(size_));
+    std::vector<int> hosts = current()->hosts;
     std::vector<int> load(static_cast<std::size_t>(size_), 0);
-    for (int r = 0; r < size_; ++r) {
-      const int h = host(r);
-      hosts[static_cast<std::size_t>(r)] = h;
-      if (!cluster_->rank_lost(Rank{h})) ++load[static_cast<std::size_t>(h)];
+    for (int h : hosts) {
+      if (!lost(h)) ++load[static_cast<std::size_t>(h)];
     }
     for (int r = 0; r < size_; ++r) {
-      if (!cluster_->rank_lost(Rank{hosts[static_cast<std::size_t>(r)]})) continue;
+      if (!lost(hosts[static_cast<std::size_t>(r)])) continue;
       int best = -1;
       for (int k = 1; k <= size_; ++k) {
         const int p = (r + k) % size_;
-        if (cluster_->rank_lost(Rank{p})) continue;
+        if (lost(p)) continue;
         if (best < 0 || load[static_cast<std::size_t>(p)] < load[static_cast<std::size_t>(best)]) best = p;
       }
       if (best < 0) throw Error("brisk: no rank is left to take over the lost ranks' data");
       hosts[static_cast<std::size_t>(r)] = best;
       ++load[static_cast<std::size_t>(best)];
     }
-    const std::uint32_t epoch = epoch_.load(std::memory_order_acquire) + 1;
-    start_epoch(epoch, hosts);
+    const std::uint32_t number = current()->number + 1;
+    start_epoch(number, hosts);
     Writer w;
     w(static_cast<std::uint8_t>(kStartEpoch), hosts);
     const std::vector<std::byte> request = w.take();
     std::vector<int> live;
     for (int p = 1; p < size_; ++p) {
-      if (cluster_->rank_lost(Rank{p})) continue;
+      if (lost(p)) continue;
       live.push_back(p);
-      send(epoch, 0, -1, request, p);
+      send(*current(), 0, -1, request, p);
     }
-    // Wait for every surviving process; a further loss starts another epoch.
-    bool restart = false;
+    // Wait for every surviving process to confirm.
     for (;;) {
       bool all = true;
       {
         std::lock_guard lock(mutex_);
-        for (int p : live) all = all && acked_[static_cast<std::size_t>(p)] >= static_cast<int>(epoch);
+        for (int p : live) all = all && acked_[static_cast<std::size_t>(p)] >= number;
       }
-      if (all) break;
-      for (int p : live) restart = restart || cluster_->rank_lost(Rank{p});
-      if (restart) break;
+      bool died = false;
+      for (int p : live) died = died || lost(p);
+      if (all || died) break;
       if (std::chrono::steady_clock::now() >= deadline) {
         throw Error(fmt::format("brisk: the surviving ranks did not confirm the data plane's rollback within {} ms",
                                 limit.count()));
@@ -277,7 +272,12 @@ std::vector<std::pair<int, int>> RuntimeDataPlane::roll_back(std::chrono::millis
       cluster_->poll();
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    if (restart) continue;
+    // A process that died meanwhile, a host among them, starts another epoch (the
+    // loss handler may have aborted the controller this one replaced).
+    bool again = false;
+    for (int h : hosts) again = again || lost(h);
+    for (int p : live) again = again || lost(p);
+    if (again) continue;
     std::vector<std::pair<int, int>> moved;
     for (int r = 0; r < size_; ++r) {
       if (hosts[static_cast<std::size_t>(r)] != before[static_cast<std::size_t>(r)]) {
@@ -289,7 +289,7 @@ std::vector<std::pair<int, int>> RuntimeDataPlane::roll_back(std::chrono::millis
 }
 
 DataController& RuntimeDataPlane::controller(const char* api) const {
-  DataController* c = controller_.load(std::memory_order_acquire);
+  DataController* c = current()->controller;
   if (!c) throw Error(fmt::format("{}: data objects are driven from rank 0 (this is rank {})", api, rank_));
   c->check_aborted();
   return *c;
@@ -298,7 +298,7 @@ DataController& RuntimeDataPlane::controller(const char* api) const {
 std::uint32_t RuntimeDataPlane::create(const std::string& name, const detail::DataTypeOps* type,
                                        std::vector<int> homes, bool checkpointed) {
   DataController& c = controller("brisk::DataSet");
-  used_ = true;
+  used_.store(true, std::memory_order_release);
   return c.create(name, type, std::move(homes), checkpointed);
 }
 void RuntimeDataPlane::submit(detail::DataTaskSpec spec, std::shared_ptr<const std::vector<std::byte>> params) {
@@ -333,11 +333,10 @@ std::vector<std::byte> RuntimeDataPlane::prepare_checkpoint(std::uint64_t sequen
 std::vector<std::pair<std::string, std::vector<std::byte>>> RuntimeDataPlane::checkpoint_objects(
     std::uint64_t sequence) {
   std::vector<std::pair<std::string, std::vector<std::byte>>> all;
-  for (int r = 0; r < size_; ++r) {
-    if (DataWorker* w = workers_[static_cast<std::size_t>(r)].load(std::memory_order_acquire)) {
-      auto objects = w->checkpoint_objects(sequence);
-      std::move(objects.begin(), objects.end(), std::back_inserter(all));
-    }
+  for (DataWorker* w : current()->workers) {
+    if (!w) continue;
+    auto objects = w->checkpoint_objects(sequence);
+    std::move(objects.begin(), objects.end(), std::back_inserter(all));
   }
   return all;
 }
@@ -346,10 +345,10 @@ void RuntimeDataPlane::restore_from(const std::string& file, std::span<const std
 }
 
 detail::DataPlaneStats RuntimeDataPlane::stats() const {
-  DataController* c = controller_.load(std::memory_order_acquire);
-  detail::DataPlaneStats s = c ? c->stats() : detail::DataPlaneStats{};
-  for (int r = 0; r < size_; ++r) {
-    if (DataWorker* w = workers_[static_cast<std::size_t>(r)].load(std::memory_order_acquire)) w->add_stats(s);
+  const Epoch& e = *current();
+  detail::DataPlaneStats s = e.controller ? e.controller->stats() : detail::DataPlaneStats{};
+  for (DataWorker* w : e.workers) {
+    if (w) w->add_stats(s);
   }
   return s;
 }

@@ -130,6 +130,20 @@ std::int64_t clock_offset_ns() {
 
 std::string gpu_text(int n) { return n == 0 ? "none" : std::to_string(n); }
 
+// Kills at a data task (BRISK_FAULT_INJECT=kill-at-task:...): the data plane calls
+// them as each task starts. Set before any message can arrive.
+void arm_task_kills(const std::vector<KillPlan>& plans, int rank, RuntimeDataPlane& data) {
+  std::vector<std::function<void()>> at_task;
+  for (const KillPlan& p : plans) {
+    if (p.unit != KillPlan::Unit::kDataTasks) continue;
+    if (auto hook = arm_fault_injection(p, rank)) at_task.push_back(std::move(hook));
+  }
+  if (at_task.empty()) return;
+  data.set_task_hook([hooks = std::move(at_task)] {
+    for (const auto& h : hooks) h();
+  });
+}
+
 // Rank 0, after the driver threw DataRollback: the data plane starts a new epoch
 // with the lost ranks' partitions on surviving ones, and the driver's values come
 // back from the last checkpoint. Throws brisk::Error when that cannot be done.
@@ -282,8 +296,10 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     // checkpoint being written cannot finish (its collective waits for the dead
     // rank): then the job ends at once and says where to resume from.
     cluster->set_loss_handler([c = cluster.get(), d = data.get(), ck = checkpoints_ptr, dir = options.checkpoint_dir](Rank lost) {
-      if (!d->used()) return;
       RuntimeCheckpoints* cp = ck->load(std::memory_order_acquire);
+      // First: no checkpoint starts a collective from now on; then: is one in it?
+      // (write() does the same in the other order.)
+      if (cp) cp->stop_writing(lost.value);
       if (cp && cp->writing()) {
         std::fprintf(stderr,
                      "brisk: rank 0: rank %d was lost while a checkpoint was being written, which cannot finish "
@@ -298,9 +314,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
         }).detach();
         return;
       }
-      if (cp) cp->stop_writing(lost.value);
-      d->abort(lost.value);
+      if (d->used()) d->abort(lost.value);
     });
+    arm_task_kills(kill_plans, rank, *data);
     cluster->start();
   } else {
     data = std::make_unique<RuntimeDataPlane>(rank, size, node.scheduler(), nullptr, node.events(), options.templates);
@@ -341,16 +357,8 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     checkpoints.set_exit_after_signal(options.checkpoint_exit);
     checkpoints.set_every_instantiations(options.checkpoint_instantiations);
   }
-  {
-    std::vector<std::function<void()>> at_task;
-    for (const KillPlan& p : kill_plans) {
-      if (auto hook = arm_fault_injection(p, rank)) at_task.push_back(std::move(hook));
-    }
-    if (!at_task.empty()) {
-      data->set_task_hook([hooks = std::move(at_task)] {
-        for (const auto& h : hooks) h();
-      });
-    }
+  for (const KillPlan& p : kill_plans) {
+    if (p.unit == KillPlan::Unit::kMilliseconds) arm_fault_injection(p, rank);
   }
   bool restore_failed = false;
   if (rank == 0 && !options.restore.empty()) {
@@ -363,15 +371,22 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
 
   if (rank == 0 && !restore_failed) {
     try {
+      // A rollback is done in the loop's body, so that a loss during it (which
+      // throws DataRollback from the new epoch) starts another one.
+      int lost = -1;
       for (;;) {
         try {
+          if (lost >= 0) {
+            roll_back(*data, checkpoints, lost,
+                      std::chrono::milliseconds(std::max(10000, 5 * options.failure_timeout_ms)));
+            lost = -1;
+          }
           exit_code = driver();
           // Data tasks still running belong to the driver's work: wait for them.
           if (data->used()) data->sync();
           break;
         } catch (const DataRollback& r) {
-          roll_back(*data, checkpoints, r.lost_rank, std::chrono::milliseconds(
-                                                         std::max(10000, 5 * options.failure_timeout_ms)));
+          lost = r.lost_rank;
         }
       }
     } catch (const checkpoint::Exit& e) {

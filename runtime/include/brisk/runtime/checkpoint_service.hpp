@@ -48,9 +48,9 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   // over MPI_COMM_WORLD, which a dead rank blocks), so from now on rank 0 gathers
   // the data partitions (DataHooks::gather) and writes alone, with a message. Any
   // thread.
-  void stop_writing(int lost_rank) noexcept { lost_rank_.store(lost_rank, std::memory_order_release); }
+  void stop_writing(int lost_rank) noexcept { lost_rank_.store(lost_rank, std::memory_order_seq_cst); }
   // Whether write() is inside the collective commit now (a death then blocks it).
-  bool writing() const noexcept { return writing_.load(std::memory_order_acquire); }
+  bool writing() const noexcept { return writing_.load(std::memory_order_seq_cst); }
   // Rank 0, for a rollback: the driver's values come back from the checkpoint this
   // run wrote or restored last (its data sets with them), or, if there is none,
   // nothing is restored and the driver starts from the beginning. Returns the file,

@@ -42,9 +42,9 @@ class RuntimeDataPlane final : public detail::DataPlane {
   // A kData payload from process `from` (the cluster's progress thread).
   void receive(int from, std::span<const std::byte> payload);
   // Whether the driver used data objects (the runtime then syncs before the end).
-  bool used() const noexcept { return controller_.load(std::memory_order_acquire) && used_; }
+  bool used() const noexcept { return used_.load(std::memory_order_acquire); }
   // The worker of this rank's own logical rank.
-  DataWorker& worker() noexcept { return *workers_[static_cast<std::size_t>(rank_)].load(std::memory_order_acquire); }
+  DataWorker& worker() noexcept { return *current()->workers[static_cast<std::size_t>(rank_)]; }
   // Called with the new own worker after a rollback replaced it (its outstanding
   // counter is the scheduler's work hint).
   void set_worker_hook(std::function<void(DataWorker&)> hook) { worker_hook_ = std::move(hook); }
@@ -58,9 +58,9 @@ class RuntimeDataPlane final : public detail::DataPlane {
   // rank; returns once all of them have (or throws brisk::Error after `limit`).
   // Returns (logical rank, new host) for each logical rank that moved.
   std::vector<std::pair<int, int>> roll_back(std::chrono::milliseconds limit);
-  std::uint32_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
+  std::uint32_t epoch() const noexcept { return current()->number; }
   // The process that serves logical rank `r`.
-  int host(int r) const noexcept { return hosts_[static_cast<std::size_t>(r)].load(std::memory_order_acquire); }
+  int host(int r) const noexcept { return current()->hosts[static_cast<std::size_t>(r)]; }
 
   std::uint32_t create(const std::string& name, const detail::DataTypeOps* type, std::vector<int> homes,
                        bool checkpointed) override;
@@ -72,7 +72,7 @@ class RuntimeDataPlane final : public detail::DataPlane {
   std::uint64_t fetch_start(std::uint32_t dataset, std::uint32_t part) override;
   std::vector<std::byte> fetch_wait(std::uint64_t key) override;
   void fetch_forget(std::uint64_t key) noexcept override {
-    if (DataController* c = controller_.load(std::memory_order_acquire)) c->fetch_forget(key);
+    if (DataController* c = current()->controller) c->fetch_forget(key);
   }
   void sync() override;
   void flush() override;
@@ -80,11 +80,11 @@ class RuntimeDataPlane final : public detail::DataPlane {
   bool templates_enabled() const noexcept override { return templates_; }
   detail::DataPlaneStats stats() const override;
   std::uint64_t submitted() const noexcept override {
-    DataController* c = controller_.load(std::memory_order_acquire);
+    DataController* c = current()->controller;
     return c ? c->submitted() : 0;
   }
   bool restored(std::uint32_t dataset) const override {
-    DataController* c = controller_.load(std::memory_order_acquire);
+    DataController* c = current()->controller;
     return c && c->restored(dataset);
   }
 
@@ -104,16 +104,27 @@ class RuntimeDataPlane final : public detail::DataPlane {
   int size() const noexcept override { return size_; }
 
  private:
+  // What one epoch routes by. Every epoch ever started is kept (a replaced worker or
+  // controller may still be in use by a running task or a message being handled),
+  // and each worker and controller sends through its own epoch's: a message of an
+  // old epoch can only reach old, cancelled workers, never the new ones.
+  struct Epoch {
+    std::uint32_t number = 0;
+    std::vector<int> hosts;            // per logical rank: the process serving it
+    std::vector<DataWorker*> workers;  // per logical rank: its worker if served here
+    DataController* controller = nullptr;  // rank 0
+  };
+  const Epoch* current() const noexcept { return current_.load(std::memory_order_acquire); }
   // The controller, for a driver call; throws DataRollback once aborted.
   DataController& controller(const char* api) const;
   // Sends `message` from logical rank `from` to logical rank `to` (-1: the data
-  // plane of process `to_process`) in epoch `epoch`.
-  void send(std::uint32_t epoch, int from, int to, std::vector<std::byte> message, int to_process = -1);
-  // Hands a message for logical rank `to` (served here) to its worker or controller.
-  void dispatch(int from, int to, std::vector<std::byte> message);
-  // Starts epoch `epoch` with `hosts` on this rank (fresh workers, and on rank 0 a
+  // plane of process `to_process`) as epoch `e` routes it; nothing once `e` is over.
+  void send(const Epoch& e, int from, int to, std::vector<std::byte> message, int to_process = -1);
+  // Hands a message for logical rank `to` (served here in `e`) to its worker or controller.
+  void dispatch(const Epoch& e, int from, int to, std::vector<std::byte> message);
+  // Starts epoch `number` with `hosts` on this rank (fresh workers, and on rank 0 a
   // fresh controller); false if it is not newer than the current one.
-  bool start_epoch(std::uint32_t epoch, const std::vector<int>& hosts);
+  bool start_epoch(std::uint32_t number, const std::vector<int>& hosts);
   void on_plane_message(int from_process, std::uint32_t epoch, std::span<const std::byte> body);
 
   int rank_;
@@ -122,20 +133,16 @@ class RuntimeDataPlane final : public detail::DataPlane {
   Cluster* cluster_;
   EventLog* events_;
   bool templates_;
-  bool used_ = false;
+  std::atomic<bool> used_{false};
   std::function<void(DataWorker&)> worker_hook_;
   std::function<void()> task_hook_;
 
-  std::mutex mutex_;  // epochs: start_epoch, the graveyard, acks
-  std::atomic<std::uint32_t> epoch_{0};
-  std::unique_ptr<std::atomic<int>[]> hosts_;                 // per logical rank
-  std::unique_ptr<std::atomic<DataWorker*>[]> workers_;       // per logical rank: served here, or null
-  std::atomic<DataController*> controller_{nullptr};          // rank 0
-  // Every worker and controller ever made: a replaced one may still be in use by a
-  // running task or a message being handled, so none is freed before the plane.
+  std::mutex mutex_;  // starting epochs, the kept objects, acks, the task hook
+  std::atomic<const Epoch*> current_{nullptr};
+  std::vector<std::unique_ptr<Epoch>> epochs_;
   std::vector<std::unique_ptr<DataWorker>> all_workers_;
   std::vector<std::unique_ptr<DataController>> all_controllers_;
-  std::vector<int> acked_;  // rank 0: the epoch each process last confirmed
+  std::vector<std::uint32_t> acked_;  // rank 0: the epoch each process last confirmed
 };
 
 }  // namespace brisk
