@@ -77,13 +77,7 @@ bool RuntimeDataPlane::start_epoch(std::uint32_t number, const std::vector<int>&
       auto send = [this, ep, r](int to, std::vector<std::byte> m) { this->send(*ep, r, to, std::move(m)); };
       auto fresh = std::make_unique<DataWorker>(r, local_, send, events_);
       // Partitions restored from a checkpoint: each logical rank's host reads them.
-      fresh->set_restore_loader([](const std::string& file, const std::string& name) {
-        auto reader = CheckpointReader::open(file);
-        if (!reader.ok()) throw Error(reader.status().message());
-        auto bytes = reader->read_object(name);
-        if (!bytes.ok()) throw Error(bytes.status().message());
-        return std::move(*bytes);
-      });
+      fresh->set_restore_loader([this](const std::string& file, const std::string& name) { return restore_object(file, name); });
       if (task_hook_) fresh->set_task_hook(task_hook_);
       e->workers[static_cast<std::size_t>(r)] = fresh.get();
       all_workers_.push_back(std::move(fresh));
@@ -105,6 +99,24 @@ bool RuntimeDataPlane::start_epoch(std::uint32_t number, const std::vector<int>&
     if (worker_hook_) worker_hook_(worker());
   }
   return true;
+}
+
+std::vector<std::byte> RuntimeDataPlane::restore_object(const std::string& file, const std::string& name) {
+  // One open reader for all of them: opening the file reads its whole manifest.
+  std::shared_ptr<const CheckpointReader> reader;
+  {
+    std::lock_guard lock(restore_mutex_);
+    if (!restore_reader_ || restore_path_ != file) {
+      auto opened = CheckpointReader::open(file);
+      if (!opened.ok()) throw Error(opened.status().message());
+      restore_reader_ = std::make_shared<const CheckpointReader>(std::move(opened).value());
+      restore_path_ = file;
+    }
+    reader = restore_reader_;
+  }
+  auto bytes = reader->read_object(name);
+  if (!bytes.ok()) throw Error(bytes.status().message());
+  return std::move(*bytes);
 }
 
 void RuntimeDataPlane::set_task_hook(std::function<void()> hook) {

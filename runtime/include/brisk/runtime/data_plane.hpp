@@ -30,6 +30,7 @@
 
 namespace brisk {
 
+class CheckpointReader;
 class Cluster;
 class EventLog;
 
@@ -126,6 +127,8 @@ class RuntimeDataPlane final : public detail::DataPlane {
   // fresh controller); false if it is not newer than the current one.
   bool start_epoch(std::uint32_t number, const std::vector<int>& hosts);
   void on_plane_message(int from_process, std::uint32_t epoch, std::span<const std::byte> body);
+  // Object `name` of checkpoint `file` (a partition being restored), any worker.
+  std::vector<std::byte> restore_object(const std::string& file, const std::string& name);
 
   int rank_;
   int size_;
@@ -143,6 +146,9 @@ class RuntimeDataPlane final : public detail::DataPlane {
   std::vector<std::unique_ptr<DataWorker>> all_workers_;
   std::vector<std::unique_ptr<DataController>> all_controllers_;
   std::vector<std::uint32_t> acked_;  // rank 0: the epoch each process last confirmed
+  std::mutex restore_mutex_;
+  std::string restore_path_;
+  std::shared_ptr<const CheckpointReader> restore_reader_;  // the checkpoint partitions are read from
 };
 
 }  // namespace brisk
