@@ -415,7 +415,8 @@ constexpr std::array<OptionSpec, 29> kSpecs = {{
      apply_checkpoint_every},
     {"brisk-checkpoint-instantiations", "BRISK_CHECKPOINT_INSTANTIATIONS", "N", "0", "expected an integer from 0 to 1073741824",
      "Writes a checkpoint before every N-th template instantiation, with the values the driver "
-     "saved (save the loop position before instantiating); 0 = never.",
+     "saved (save the loop position before instantiating), and before the first instantiation "
+     "after SIGUSR1 or --brisk-checkpoint-every asked for one; 0 = never.",
      apply_checkpoint_instantiations},
     {"brisk-restore", "BRISK_RESTORE", "latest|PATH", "\"\"", "expected latest or a checkpoint file",
      "Start from a checkpoint: latest = the newest one in --brisk-checkpoint-dir that verifies "

@@ -26,4 +26,13 @@ for templates in on off; do
   echo "$out" | grep -q "^$whole" || fail "templates $templates: $(echo "$out" | grep '^checksum'), expected $whole"
   echo "templates $templates: killed after iteration 7, resumed at 5, $whole"
 done
+# SIGUSR1 (as Slurm sends before a time limit) with --brisk-checkpoint-instantiations:
+# a checkpoint before the next instantiation, whatever the count.
+dir="$scratch/signalled"
+run --die-after=7 --signal-at=4 --brisk-checkpoint-instantiations=1000 --brisk-checkpoint-dir="$dir" > "$scratch/killed.log"
+[ "$(ls "$dir" | grep -c '^ckpt-.*\.h5$')" -eq 1 ] || fail "expected one checkpoint after the signal: $(ls "$dir")"
+out=$(run --brisk-checkpoint-dir="$dir" --brisk-restore=latest)
+echo "$out" | grep -q "resuming at iteration 4" || fail "signalled: no resume at iteration 4: $out"
+echo "$out" | grep -q "^$whole" || fail "signalled: $(echo "$out" | grep '^checksum'), expected $whole"
+echo "SIGUSR1 before iteration 4: checkpointed there, resumed there, $whole"
 echo "template checkpoint test OK"

@@ -38,10 +38,11 @@ BRISK_DATA_TASK(step);
 
 int main(int argc, char** argv) {
   return brisk::run(argc, argv, [] {
-    int iterations = 12, die_after = -1;
+    int iterations = 12, die_after = -1, signal_at = -1;
     for (const auto& a : brisk::program_args()) {
       if (a.rfind("--iterations=", 0) == 0) iterations = std::stoi(a.substr(13));
       if (a.rfind("--die-after=", 0) == 0) die_after = std::stoi(a.substr(12));
+      if (a.rfind("--signal-at=", 0) == 0) signal_at = std::stoi(a.substr(12));  // SIGUSR1 before that iteration
     }
     brisk::DataSet<Vec> x("x", kParts);
     brisk::DataSet<Vec> scratch("scratch", kParts, brisk::Placement::blocked(), brisk::DataSetOptions{.checkpoint = false});
@@ -62,6 +63,7 @@ int main(int argc, char** argv) {
     });
     for (int it = first; it < iterations; ++it) {
       brisk::checkpoint::save("iteration", it);  // where a checkpoint taken now resumes
+      if (it == signal_at) raise(SIGUSR1);
       block.instantiate(it);
       if (it == die_after) {
         brisk::data_sync();

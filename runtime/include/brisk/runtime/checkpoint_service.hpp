@@ -76,10 +76,13 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   void set_data_hooks(DataHooks hooks) { data_ = std::move(hooks); }
   // write() throws checkpoint::Exit after a checkpoint a signal asked for.
   void set_exit_after_signal(bool on) noexcept { exit_after_signal_ = on; }
-  // instantiation_due() turns true every `n` template instantiations (0: never).
+  // instantiation_due() turns true every `n` template instantiations (0: never),
+  // and, with n > 0 (the driver saves its state before each instantiation), at the
+  // first instantiation after a signal or --brisk-checkpoint-every asked for one.
   void set_every_instantiations(int n) noexcept { every_instantiations_ = n; }
   bool instantiation_due() noexcept override {
-    if (every_instantiations_ <= 0 || ++instantiations_ < every_instantiations_) return false;
+    if (every_instantiations_ <= 0) return false;
+    if (++instantiations_ < every_instantiations_ && !requested()) return false;
     instantiations_ = 0;
     return true;
   }
