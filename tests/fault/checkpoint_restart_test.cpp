@@ -27,12 +27,13 @@ int main(int argc, char** argv) {
       if (a == "--on-request") on_request = true;
     }
     long step = brisk::checkpoint::load<long>("step").value_or(0);
-    long sum = brisk::checkpoint::load<long>("sum").value_or(1);
+    // The running sum is a live object: each step's task reads the last one's result.
+    brisk::Ref<long> sum = brisk::checkpoint::load_object<long>("sum").value_or(brisk::put(1L));
     if (brisk::checkpoint::restored()) std::printf("resuming at step %ld\n", step);
     for (; step < steps; ++step) {
-      sum = brisk::get(brisk::task(advance).resources({{"rank" + std::to_string(step % brisk::size()), 1}}).remote(sum, step));
+      sum = brisk::task(advance).resources({{"rank" + std::to_string(step % brisk::size()), 1}}).remote(sum, step);
       brisk::checkpoint::save("step", step + 1);
-      brisk::checkpoint::save("sum", sum);
+      brisk::checkpoint::save_object("sum", sum);
       if (step + 1 == signal_at) raise(SIGUSR1);  // as Slurm does before a time limit
       if (on_request && !brisk::checkpoint::requested()) continue;
       const auto seq = brisk::checkpoint::now();
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
         raise(SIGKILL);
       }
     }
-    std::printf("final sum %ld\n", sum);
+    std::printf("final sum %ld\n", brisk::get(sum));
     return 0;
   });
 }

@@ -625,11 +625,7 @@ int drive() {
     if ((checkpoint_frames > 0 && f % checkpoint_frames == 0) || brisk::checkpoint::requested()) {
       brisk::checkpoint::save("frame", f);
       const auto seq = brisk::checkpoint::now();
-      if (seq == 0) {
-        std::printf("physbam_brisk: no checkpoint after frame %d (skipped)\n", f);
-      } else {
-        std::printf("physbam_brisk: checkpoint %llu after frame %d\n", static_cast<unsigned long long>(seq), f);
-      }
+      std::printf("physbam_brisk: checkpoint %llu after frame %d\n", static_cast<unsigned long long>(seq), f);
       std::fflush(stdout);
     }
     if (!h5.empty()) {

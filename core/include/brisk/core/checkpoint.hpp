@@ -14,8 +14,9 @@
 // is due (a signal, or a period). Run the program again with
 // --brisk-restore=latest (or a file) and load() returns what the checkpoint held:
 // the newest checkpoint that verifies is used, and a corrupt or truncated newer one
-// is reported and skipped. Objects and tasks in flight are not saved yet: save what
-// the driver needs to go on, between steps. Data objects are saved (data.hpp).
+// is reported and skipped. Tasks in flight are not saved: save what the driver
+// needs to go on, between steps; objects it holds with save_object(). Data objects
+// are saved (data.hpp).
 //
 // With --brisk-checkpoint-instantiations=N the runtime itself writes a checkpoint
 // before every N-th template instantiation (drain, write, go on), with the values
@@ -31,6 +32,7 @@
 #include <optional>
 #include <string>
 
+#include "brisk/core/api.hpp"
 #include "brisk/core/detail/context.hpp"
 #include "brisk/core/error.hpp"
 #include "brisk/core/serialize.hpp"
@@ -64,10 +66,16 @@ class Exit : public brisk::Error {
   std::uint64_t sequence_;
 };
 
-// Writes a checkpoint now; returns its sequence number, or 0 when it was skipped
-// (after a rank's loss, which a checkpoint written by every rank together cannot
-// survive; a message says so). Throws checkpoint::Exit after a checkpoint a signal
-// asked for, with --brisk-checkpoint-exit.
+// A live object that is costly to make again: its value (waited for) is kept under
+// `name`, and load_object() makes it an object again after a restart.
+template <class T>
+void save_object(const std::string& name, const Ref<T>& ref) {
+  save(name, brisk::get(ref));
+}
+
+// Writes a checkpoint now; returns its sequence number. After a rank's loss (ucx),
+// rank 0 gathers the data partitions and writes it alone. Throws checkpoint::Exit
+// after a checkpoint a signal asked for, with --brisk-checkpoint-exit.
 inline std::uint64_t now() { return detail::service("brisk::checkpoint::now").write(); }
 
 // The value saved under `name` in the checkpoint this run was restored from
@@ -78,6 +86,15 @@ std::optional<T> load(const std::string& name) {
   auto bytes = detail::service("brisk::checkpoint::load").restored(name);
   if (!bytes) return std::nullopt;
   return from_bytes<T>(*bytes);
+}
+
+// The object saved under `name` with save_object(), made an object again (on this
+// rank), or nullopt when the restored checkpoint has no such name.
+template <class T>
+std::optional<Ref<T>> load_object(const std::string& name) {
+  auto value = load<T>(name);
+  if (!value) return std::nullopt;
+  return brisk::put(std::move(*value));
 }
 
 // Whether a checkpoint is due: SIGUSR1 arrived (Slurm sends it before a time limit
