@@ -21,7 +21,9 @@ struct DataWorker::Instance {
   Node* writer = nullptr;      // the last writer, while it has not finished
   std::vector<Node*> readers;  // readers since, while they have not finished
   explicit Instance(const detail::DataTypeOps* t) : type(t), value(t->make()) {}
-  ~Instance() { type->destroy(value); }
+  ~Instance() {
+    if (value) type->destroy(value);
+  }
   Instance(const Instance&) = delete;
   Instance& operator=(const Instance&) = delete;
 };
@@ -116,12 +118,46 @@ DataWorker::DataWorker(int rank, detail::Executor& executor, Send send, EventLog
 DataWorker::~DataWorker() = default;
 
 void DataWorker::cancel() noexcept {
-  cancelled_.store(true, std::memory_order_release);
-  std::lock_guard lock(inbox_mutex_);
-  inbox_.clear();
+  cancelled_.store(true, std::memory_order_seq_cst);
+  {
+    std::lock_guard lock(inbox_mutex_);
+    inbox_.clear();
+  }
+  // The partitions' values go as soon as no command runs (execute() checks the
+  // other way round): a cancelled worker keeps no copy of the data.
+  if (running_.load(std::memory_order_seq_cst) == 0) release_values();
+}
+
+// Marks a command or message in hand, so that a cancel frees nothing under it.
+class DataWorker::Busy {
+ public:
+  explicit Busy(DataWorker* w) noexcept : w_(w) { w_->running_.fetch_add(1, std::memory_order_seq_cst); }
+  ~Busy() { done(); }
+  void done() noexcept {
+    if (!w_) return;
+    if (w_->running_.fetch_sub(1, std::memory_order_seq_cst) == 1 && w_->cancelled()) w_->release_values();
+    w_ = nullptr;
+  }
+  Busy(const Busy&) = delete;
+  Busy& operator=(const Busy&) = delete;
+
+ private:
+  DataWorker* w_;
+};
+
+void DataWorker::release_values() noexcept {
+  if (released_.exchange(true)) return;
+  std::lock_guard lock(mutex_);
+  for (auto& [key, in] : instances_) {
+    in->type->destroy(in->value);
+    in->value = nullptr;
+  }
+  arrived_.clear();
+  plans_.clear();
 }
 
 bool DataWorker::handle(int from, std::span<const std::byte> message) {
+  Busy busy(this);
   if (cancelled()) return true;
   try {
     if (message.empty()) throw Error("an empty message");
@@ -554,6 +590,7 @@ void DataWorker::ready(Node* node) noexcept {
 void DataWorker::execute(Node* node) noexcept {
   const Entry& e = *node->entry;
   const DataCommand& c = e.cmd;
+  Busy busy(this);
   if (events_) events_->record(EventKind::kStart, node->id.lo, e.name);
   try {
     // A cancelled worker's commands finish without running: their successors are
@@ -600,6 +637,7 @@ void DataWorker::execute(Node* node) noexcept {
     report_failure(e.name, "an unknown exception");
   }
   if (events_) events_->record(EventKind::kEnd, node->id.lo, e.name);
+  busy.done();
   complete(node);
 }
 

@@ -63,7 +63,7 @@ class DataWorker {
 
   // Stops this worker for good (a rollback replaced it): queued messages are dropped,
   // later ones ignored, and its commands finish without running. Tasks already
-  // running run to their end.
+  // running run to their end; then the partitions' values are freed.
   void cancel() noexcept;
   bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
 
@@ -86,6 +86,7 @@ class DataWorker {
   class RunNode;
   struct Template;
   class DrainTask;
+  class Busy;
   void drain() noexcept;
   struct DataSetInfo {
     std::string name;
@@ -112,6 +113,8 @@ class DataWorker {
   void execute(Node* node) noexcept;
   void complete(Node* node) noexcept;
   void report_failure(const char* function, const std::string& message) noexcept;
+  // Frees every instance's value (a cancelled worker, once no command runs).
+  void release_values() noexcept;
   void finish_syncs() noexcept;
 
   static constexpr std::size_t kInlineRecvBytes = 1 << 20;
@@ -138,6 +141,8 @@ class DataWorker {
   bool draining_ = false;
 
   std::atomic<bool> cancelled_{false};
+  std::atomic<bool> released_{false};
+  std::atomic<int> running_{0};  // commands being run and messages being handled (Busy)
   std::atomic<std::int64_t> outstanding_{0};
   std::atomic<std::uint64_t> tasks_run_{0};
   std::atomic<std::uint64_t> malformed_{0};
