@@ -1881,10 +1881,21 @@ void Cluster::finish_fetch(ObjectState* o, const Status& status) {
   fetches_in_flight_.fetch_sub(1, std::memory_order_relaxed);
   DistInfo* d = o->dist();
   std::vector<std::function<void(const Status&)>> callbacks;
+  bool owner = false;
   {
     std::lock_guard lock(d->mutex);
     d->fetching = false;
+    owner = !d->proxy;
     callbacks.swap(d->on_fetched);
+  }
+  // The lineage is cut where the owner holds the value: a lost holder no longer
+  // matters (and if the owner dies, the object is lost however it was made), so the
+  // task and the arguments it kept alive go.
+  if (status.ok() && owner && o->residency() != Residency::kRemote) {
+    if (TaskBase* task = take_lineage(o->id())) {
+      lineage_cut_.fetch_add(1, std::memory_order_relaxed);
+      delete task;
+    }
   }
   for (auto& cb : callbacks) cb(status);
   o->release();
@@ -2166,6 +2177,7 @@ ClusterStats Cluster::stats() const {
   {
     std::lock_guard lock(const_cast<std::mutex&>(lineage_mutex_));
     s.lineage = lineage_.size();
+    s.lineage_cut = lineage_cut_.load(std::memory_order_relaxed);
   }
   s.frames_sent = frames_sent_.load();
   s.arena_used = arena_alloc_.used();

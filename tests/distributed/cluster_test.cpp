@@ -106,6 +106,24 @@ BRISK_REMOTE(widen);
 
 brisk::ClusterStats stats_here() { return cluster().stats(); }
 
+TEST(Cluster, AnOwnerThatFetchedAResultDropsItsLineage) {
+  const int b = ranks() - 1;
+  if (b == 0) GTEST_SKIP() << "needs two ranks";
+  const std::size_t before = stats_here().lineage;
+  auto big = brisk::task(make_bytes).resources(on(b)).remote(1 << 20, 3);
+  brisk::wait(std::vector<brisk::Ref<std::vector<std::uint8_t>>>{big}, 1);
+  // The task is kept just after the result is complete.
+  const auto until = std::chrono::steady_clock::now() + 2s;
+  while (stats_here().lineage == before && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+  const std::size_t kept = stats_here().lineage;
+  if (kept == before) GTEST_SKIP() << "this transport keeps no lineage (ranks cannot die without ending the job)";
+  EXPECT_EQ(kept, before + 1);
+  const auto cut = stats_here().lineage_cut;
+  EXPECT_EQ(brisk::get(big).size(), std::size_t{1} << 20);
+  EXPECT_EQ(stats_here().lineage, before) << "the owner holds the value: its task is not needed to make it again";
+  EXPECT_EQ(stats_here().lineage_cut, cut + 1);
+}
+
 struct Stats {
   std::uint64_t arena_used, directory, held, pending, fetches, malformed, tasks_received;
   template <class A>

@@ -63,6 +63,7 @@ struct ClusterStats {
   std::uint64_t objects_rebuilt = 0;  // results made again from lineage after their holder died
   std::uint64_t objects_lost = 0;     // objects found lost (no copy left, no lineage)
   std::size_t lineage = 0;            // results whose task is kept for replay
+  std::uint64_t lineage_cut = 0;      // kept tasks dropped because the owner fetched the value
   std::uint64_t frames_sent = 0;
   std::uint64_t arena_used = 0;
   std::size_t directory = 0;          // objects shared with other ranks, alive here
@@ -368,7 +369,7 @@ class Cluster final : public detail::Executor,
 
   std::atomic<std::uint64_t> tasks_sent_{0}, tasks_received_{0}, tasks_placed_{0}, results_received_{0},
       fetches_{0}, fetched_bytes_{0}, malformed_{0}, frames_sent_{0}, tasks_replayed_{0},
-      objects_rebuilt_{0}, objects_lost_{0};
+      objects_rebuilt_{0}, objects_lost_{0}, lineage_cut_{0};
 };
 
 }  // namespace brisk
