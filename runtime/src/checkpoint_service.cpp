@@ -75,6 +75,16 @@ Status RuntimeCheckpoints::restore(const std::string& what) {
     if (!bytes.ok()) return bytes.status();
     restored_[entry.name] = std::move(*bytes);
   }
+  if (auto it = restored_.find(kTemplatesValue); it != restored_.end()) {
+    if (data_.restored_templates) {
+      try {
+        data_.restored_templates(reader->path().string(), it->second);
+      } catch (const std::exception& e) {
+        return invalid_argument(e.what());
+      }
+    }
+    restored_.erase(it);
+  }
   if (auto it = restored_.find(kDataSetsValue); it != restored_.end()) {
     if (data_.restored) {
       try {
@@ -136,6 +146,9 @@ std::uint64_t RuntimeCheckpoints::write() {
   const bool signalled = g_signalled != 0;
   g_signalled = 0;
   last_ns_.store(now_ns(), std::memory_order_relaxed);
+  if (data_.templates) {
+    if (auto t = data_.templates(); !t.empty()) values[kTemplatesValue] = std::move(t);
+  }
   Status committed;
   bool alone = lost_rank_.load(std::memory_order_seq_cst) >= 0;
   if (!alone) {

@@ -345,6 +345,10 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     RuntimeCheckpoints::DataHooks hooks;
     if (rank == 0) {
       hooks.prepare = [d = data.get()](std::uint64_t seq) { return d->used() ? d->prepare_checkpoint(seq) : std::vector<std::byte>{}; };
+      hooks.templates = [d = data.get()] { return d->used() ? d->checkpoint_templates() : std::vector<std::byte>{}; };
+      hooks.restored_templates = [d = data.get()](const std::string& file, std::span<const std::byte> bytes) {
+        d->restore_templates(file, bytes);
+      };
       hooks.gather = [d = data.get()](RuntimeCheckpoints::ObjectList& objects) {
         return d->used() ? d->gather_checkpoint(objects) : std::vector<std::byte>{};
       };

@@ -390,6 +390,48 @@ std::vector<std::byte> DataController::gather_checkpoint(std::vector<std::pair<s
   return table;
 }
 
+CheckpointTemplate DataController::template_record(const ControllerTemplate& t) const {
+  CheckpointTemplate out;
+  out.name = t.name;
+  out.ranks = size_;
+  for (const TemplateTask& task : t.tasks) {
+    CheckpointTemplateTask r;
+    const FunctionInfo* f = detail::find_function(task.function);
+    r.function = f ? std::string(f->name) : fmt::format("{:#x}", task.function.value);
+    for (const auto& a : task.accesses) {
+      r.datasets.push_back(a.dataset < datasets_.size() ? datasets_[a.dataset].name : std::to_string(a.dataset));
+      r.parts.push_back(a.part);
+      r.modes.push_back(static_cast<std::uint8_t>(a.mode));
+    }
+    r.args = task.args;
+    r.rank = task.rank;
+    out.tasks.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<std::byte> DataController::checkpoint_templates() const {
+  if (templates_.empty()) return {};
+  std::vector<CheckpointTemplate> all;
+  for (const auto& t : templates_) all.push_back(template_record(*t));
+  return to_bytes(all);
+}
+
+void DataController::restore_templates(const std::string& file, std::span<const std::byte> bytes) {
+  std::vector<CheckpointTemplate> all;
+  try {
+    all = from_bytes<std::vector<CheckpointTemplate>>(bytes);
+  } catch (const SerializationError& e) {
+    throw Error(fmt::format("checkpoint {}: its templates do not decode: {}", file, e.what()));
+  }
+  templates_file_ = file;
+  restored_templates_.clear();
+  for (auto& t : all) {
+    std::string name = t.name;
+    restored_templates_[name] = std::move(t);
+  }
+}
+
 void DataController::restore_from(const std::string& file, std::span<const std::byte> table) {
   std::vector<CheckpointDataSet> sets;
   try {
@@ -518,8 +560,39 @@ std::uint32_t DataController::install(const std::string& name, std::vector<detai
     w(id, name, per_rank[static_cast<std::size_t>(r)]);
     send_to(r, DataMessage::kInstall, w);
   }
+  if (auto it = restored_templates_.find(name); it != restored_templates_.end()) {
+    check_restored_template(it->second, template_record(*t));
+    restored_templates_.erase(it);
+  }
   templates_.push_back(std::move(t));
   return id;
+}
+
+void DataController::check_restored_template(const CheckpointTemplate& then, const CheckpointTemplate& now) const {
+  if (then.ranks != now.ranks) return;  // blocks that depend on the rank count differ rightly
+  std::string why;
+  if (then.tasks.size() != now.tasks.size()) {
+    why = fmt::format("it had {} tasks there and has {} here", then.tasks.size(), now.tasks.size());
+  } else {
+    for (std::size_t j = 0; j < now.tasks.size() && why.empty(); ++j) {
+      const CheckpointTemplateTask& a = then.tasks[j];
+      const CheckpointTemplateTask& b = now.tasks[j];
+      if (a.function != b.function) {
+        why = fmt::format("task {} calls '{}' there and '{}' here", j, a.function, b.function);
+      } else if (a.datasets != b.datasets || a.parts != b.parts || a.modes != b.modes) {
+        why = fmt::format("task {} ('{}') declares other partitions", j, b.function);
+      } else if (a.args != b.args) {
+        why = fmt::format("task {} ('{}') has other arguments", j, b.function);
+      } else if (a.rank != b.rank) {
+        why = fmt::format("task {} ('{}') runs on rank {} there and on rank {} here", j, b.function, a.rank, b.rank);
+      }
+    }
+  }
+  if (why.empty()) return;
+  std::fprintf(stderr,
+               "brisk: warning: template '%s' differs from the one in checkpoint %s: %s; the restart does not run "
+               "the same blocks as the run that wrote it (other code or other options)\n",
+               now.name.c_str(), templates_file_.c_str(), why.c_str());
 }
 
 void DataController::apply_patch(ControllerTemplate& t, std::uint32_t tmpl) {

@@ -23,6 +23,7 @@ for templates in on off; do
   grep -q '^checksum' "$scratch/killed.log" && fail "the killed run finished"
   out=$(run --brisk-checkpoint-dir="$dir" --brisk-restore=latest --brisk-templates=$templates)
   echo "$out" | grep -q "resuming at iteration 5" || fail "templates $templates: no resume at iteration 5: $out"
+  echo "$out" | grep -q "differs from the one in checkpoint" && fail "templates $templates: the same block was reported different: $out"
   echo "$out" | grep -q "^$whole" || fail "templates $templates: $(echo "$out" | grep '^checksum'), expected $whole"
   echo "templates $templates: killed after iteration 7, resumed at 5, $whole"
 done
@@ -35,4 +36,10 @@ out=$(run --brisk-checkpoint-dir="$dir" --brisk-restore=latest)
 echo "$out" | grep -q "resuming at iteration 4" || fail "signalled: no resume at iteration 4: $out"
 echo "$out" | grep -q "^$whole" || fail "signalled: $(echo "$out" | grep '^checksum'), expected $whole"
 echo "SIGUSR1 before iteration 4: checkpointed there, resumed there, $whole"
+# A restart that records another block than the run that wrote the checkpoint (the
+# template definitions are in it) is told so.
+out=$(run --brisk-checkpoint-dir="$scratch/killed-on" --brisk-restore=latest --neighbour=2)
+echo "$out" | grep -q "template 'step' differs from the one in checkpoint .*task 0 ('step') declares other partitions" ||
+  fail "a different block at the restart was not reported: $out"
+echo "another block at the restart: reported"
 echo "template checkpoint test OK"

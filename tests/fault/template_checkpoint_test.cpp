@@ -38,11 +38,12 @@ BRISK_DATA_TASK(step);
 
 int main(int argc, char** argv) {
   return brisk::run(argc, argv, [] {
-    int iterations = 12, die_after = -1, signal_at = -1;
+    int iterations = 12, die_after = -1, signal_at = -1, neighbour = 1;
     for (const auto& a : brisk::program_args()) {
       if (a.rfind("--iterations=", 0) == 0) iterations = std::stoi(a.substr(13));
       if (a.rfind("--die-after=", 0) == 0) die_after = std::stoi(a.substr(12));
       if (a.rfind("--signal-at=", 0) == 0) signal_at = std::stoi(a.substr(12));  // SIGUSR1 before that iteration
+      if (a.rfind("--neighbour=", 0) == 0) neighbour = std::stoi(a.substr(12));  // another block than the default
     }
     brisk::DataSet<Vec> x("x", kParts);
     brisk::DataSet<Vec> scratch("scratch", kParts, brisk::Placement::blocked(), brisk::DataSetOptions{.checkpoint = false});
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
       for (int p = 0; p < kParts; ++p) {
         brisk::data_task(step)
             .updates(x, static_cast<std::size_t>(p))
-            .reads(x, static_cast<std::size_t>((p + 1) % kParts))
+            .reads(x, static_cast<std::size_t>((p + neighbour) % kParts))
             .submit();
       }
     });

@@ -72,6 +72,10 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
     std::function<ObjectList(std::uint64_t)> objects;
     std::function<void(const std::string&, std::span<const std::byte>)> restored;
     std::function<std::vector<std::byte>(ObjectList&)> gather;
+    // Another driver value kept with each checkpoint (the template definitions), and
+    // what gets it back at a restart.
+    std::function<std::vector<std::byte>()> templates;
+    std::function<void(const std::string&, std::span<const std::byte>)> restored_templates;
   };
   void set_data_hooks(DataHooks hooks) { data_ = std::move(hooks); }
   // write() throws checkpoint::Exit after a checkpoint a signal asked for.

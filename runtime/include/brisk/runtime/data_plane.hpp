@@ -102,6 +102,12 @@ class RuntimeDataPlane final : public detail::DataPlane {
   std::vector<std::pair<std::string, std::vector<std::byte>>> checkpoint_objects(std::uint64_t sequence);
   // Rank 0 at restart: the restored checkpoint's data-set table.
   void restore_from(const std::string& file, std::span<const std::byte> table);
+  // Rank 0: the installed templates for a checkpoint, and at restart those of the
+  // restored one (kTemplatesValue).
+  std::vector<std::byte> checkpoint_templates() { return controller("brisk::checkpoint::now").checkpoint_templates(); }
+  void restore_templates(const std::string& file, std::span<const std::byte> bytes) {
+    controller("--brisk-restore").restore_templates(file, bytes);
+  }
   int size() const noexcept override { return size_; }
 
  private:

@@ -85,6 +85,14 @@ class DataController {
   // A data set created later under one of these names gets the partitions back (its
   // home ranks read them from the file) and its versions. Throws on a bad table.
   void restore_from(const std::string& file, std::span<const std::byte> table);
+  // The installed templates as a checkpoint keeps them (kTemplatesValue).
+  std::vector<std::byte> checkpoint_templates() const;
+  // Restart: the templates of the restored checkpoint `file`. A template installed
+  // later under one of these names, on as many ranks, is compared with it, and a
+  // difference (the restart records other blocks than the run that wrote the
+  // checkpoint) is reported on stderr. Throws on bytes that do not decode.
+  void restore_templates(const std::string& file, std::span<const std::byte> bytes);
+
   // Whether data set `id` got its partitions from a checkpoint.
   bool restored(std::uint32_t id) const { return id < datasets_.size() && datasets_[id].restored; }
 
@@ -205,6 +213,13 @@ class DataController {
   // The restored checkpoint's data sets, by name (consumed by create).
   std::string restored_file_;
   std::unordered_map<std::string, CheckpointDataSet> restorable_;
+  std::string templates_file_;
+  std::unordered_map<std::string, CheckpointTemplate> restored_templates_;  // by name, until installed
+
+  // A template as checkpoints keep it.
+  CheckpointTemplate template_record(const ControllerTemplate& t) const;
+  // Warns on stderr where `now` (just installed) differs from `then` (restored).
+  void check_restored_template(const CheckpointTemplate& then, const CheckpointTemplate& now) const;
 
   // Replies.
   mutable std::mutex reply_mutex_;

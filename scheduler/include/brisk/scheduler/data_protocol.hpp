@@ -83,6 +83,33 @@ struct CheckpointDataSet {
   }
 };
 inline constexpr const char* kDataSetsValue = "brisk.data_sets";
+// The templates installed when a checkpoint was written (a driver value,
+// kTemplatesValue): per template its tasks as recorded, with partitions named by
+// data set, so that a restart on as many ranks can tell whether it records the same
+// blocks (on another number of ranks, blocks that depend on it differ rightly).
+struct CheckpointTemplateTask {
+  std::string function;
+  std::vector<std::string> datasets;  // per access
+  std::vector<std::uint32_t> parts;   // per access
+  std::vector<std::uint8_t> modes;    // per access
+  std::vector<std::byte> args;
+  std::int32_t rank = -1;
+  template <class A>
+  void serialize(A& ar) {
+    ar(function, datasets, parts, modes, args, rank);
+  }
+  friend bool operator==(const CheckpointTemplateTask&, const CheckpointTemplateTask&) = default;
+};
+struct CheckpointTemplate {
+  std::string name;
+  std::int32_t ranks = 0;  // of the job that recorded it
+  std::vector<CheckpointTemplateTask> tasks;
+  template <class A>
+  void serialize(A& ar) {
+    ar(name, ranks, tasks);
+  }
+};
+inline constexpr const char* kTemplatesValue = "brisk.templates";
 // The checkpoint object that holds a partition.
 inline std::string checkpoint_object_name(const std::string& dataset, std::uint32_t part) {
   return "data/" + dataset + "/" + std::to_string(part);
