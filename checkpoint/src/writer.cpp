@@ -27,6 +27,16 @@ using detail::ckpt::ManifestRecord;
 
 namespace {
 
+// BRISK_FAULT_INJECT names checkpoint-stall (alone or among comma-separated ones).
+bool injects_checkpoint_stall(std::string_view value) {
+  for (std::size_t start = 0; start <= value.size();) {
+    const std::size_t end = std::min(value.find(',', start), value.size());
+    if (value.substr(start, end - start) == "checkpoint-stall") return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 // What a rank added: the bytes (owned or borrowed) and, at commit, their checksum.
 struct LocalEntry {
   CheckpointSection section;
@@ -323,7 +333,7 @@ Status CheckpointWriter::Impl::write_file(const std::vector<JobEntry>& job, std:
   if (Status s = agree(comm, rank, size, local); !s.ok()) return s;
   // Fault injection for tests: a writer that stops here, its temporary file
   // created, can be killed mid-commit at a known point.
-  if (const char* f = std::getenv("BRISK_FAULT_INJECT"); f && std::string_view(f) == "checkpoint-stall") {
+  if (const char* f = std::getenv("BRISK_FAULT_INJECT"); f && injects_checkpoint_stall(f)) {
     std::this_thread::sleep_for(std::chrono::seconds(60));
   }
 

@@ -143,34 +143,51 @@ std::uint64_t RuntimeCheckpoints::write() {
     sequence = next_sequence_++;
     values = pending_;
   }
+  // The request a signal made stands until a checkpoint is written.
   const bool signalled = g_signalled != 0;
-  g_signalled = 0;
-  last_ns_.store(now_ns(), std::memory_order_relaxed);
   if (data_.templates) {
     if (auto t = data_.templates(); !t.empty()) values[kTemplatesValue] = std::move(t);
   }
   Status committed;
-  bool alone = lost_rank_.load(std::memory_order_seq_cst) >= 0;
+  bool alone = false;
+  {
+    std::lock_guard lock(loss_mutex_);
+    alone = lost_rank_ >= 0;
+  }
   if (!alone) {
     // The data objects: every command done, and each rank told what it writes.
     if (data_.prepare) {
       if (auto table = data_.prepare(sequence); !table.empty()) values[kDataSetsValue] = std::move(table);
     }
-    // In the collective from here on; a loss seen now is handled by rank 0 alone
-    // (the loss handler marks the loss first and then looks at writing()).
-    writing_.store(true, std::memory_order_seq_cst);
-    alone = lost_rank_.load(std::memory_order_seq_cst) >= 0;
+    // Into the collective, unless a loss was marked meanwhile (stop_writing() and
+    // this take the same lock, so exactly one of them sees the other).
+    {
+      std::lock_guard lock(loss_mutex_);
+      alone = lost_rank_ >= 0;
+      writing_ = !alone;
+    }
     if (!alone) {
+      struct Out {
+        RuntimeCheckpoints* self;
+        ~Out() {
+          std::lock_guard lock(self->loss_mutex_);
+          self->writing_ = false;
+        }
+      } out{this};
       if (announce_) announce_(sequence);
       committed = commit(comm_, sequence, std::move(values), data_.objects ? data_.objects(sequence) : ObjectList{});
+    } else {
+      values.erase(kDataSetsValue);
     }
-    writing_.store(false, std::memory_order_seq_cst);
-    if (alone) values.erase(kDataSetsValue);
   }
   if (alone) {
     // The other ranks cannot take part in a collective any more: rank 0 gathers
     // every partition and writes the file alone.
-    const int lost = lost_rank_.load(std::memory_order_acquire);
+    int lost = -1;
+    {
+      std::lock_guard lock(loss_mutex_);
+      lost = lost_rank_;
+    }
     if (!std::exchange(skip_reported_, true)) {
       std::fprintf(stderr,
                    "brisk: rank 0 writes checkpoints alone from now on (rank %d was lost, and a checkpoint written by "
@@ -186,6 +203,8 @@ std::uint64_t RuntimeCheckpoints::write() {
   if (!committed.ok()) {
     throw Error(fmt::format("brisk::checkpoint::now: checkpoint {} failed: {}", sequence, committed.message()));
   }
+  if (signalled) g_signalled = 0;
+  last_ns_.store(now_ns(), std::memory_order_relaxed);
   last_path_ = (std::filesystem::path(dir_) / checkpoint_file_name(sequence)).string();
   if (signalled && exit_after_signal_) throw checkpoint::Exit(sequence);
   return sequence;

@@ -1234,6 +1234,11 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
     }
     malformed(from, fmt::format("result: {}", e.what()));
   }
+  if (keep && o->residency() != Residency::kRemote) {
+    // The owner's pull finished already (a waiting thread polled it in): cut.
+    lineage_cut_.fetch_add(1, std::memory_order_relaxed);
+    std::swap(keep, p.task);
+  }
   if (keep) keep_lineage(o->id(), keep);
   delete p.task;  // outside every lock: it releases its arguments
   o->release();

@@ -231,8 +231,9 @@ void RuntimeDataPlane::abort(int lost) {
   if (DataController* c = current()->controller) c->abort(lost);
 }
 
-std::vector<std::pair<int, int>> RuntimeDataPlane::roll_back(std::chrono::milliseconds limit) {
+std::vector<std::pair<int, int>> RuntimeDataPlane::roll_back() {
   if (rank_ != 0 || !cluster_) throw Error("brisk: a data-plane rollback runs on rank 0 of a multi-rank job");
+  const auto limit = rollback_limit_;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   const std::vector<int> before = current()->hosts;
   const auto lost = [this](int p) { return cluster_->rank_lost(Rank{p}); };
@@ -303,12 +304,28 @@ std::vector<std::pair<int, int>> RuntimeDataPlane::roll_back(std::chrono::millis
 DataController& RuntimeDataPlane::controller(const char* api) const {
   DataController* c = current()->controller;
   if (!c) throw Error(fmt::format("{}: data objects are driven from rank 0 (this is rank {})", api, rank_));
-  c->check_aborted();
+  // Before the first data set there is nothing to roll back (create() gives the lost
+  // ranks' logical ranks new hosts first).
+  if (used_.load(std::memory_order_acquire)) c->check_aborted();
   return *c;
 }
 
 std::uint32_t RuntimeDataPlane::create(const std::string& name, const detail::DataTypeOps* type,
                                        std::vector<int> homes, bool checkpointed) {
+  if (!used_.load(std::memory_order_acquire) && cluster_ && cluster_->any_rank_lost()) {
+    // A rank died before the first data set: nothing to roll back, but the lost
+    // ranks' logical ranks need hosts first.
+    bool lost_host = false;
+    for (int h : current()->hosts) lost_host = lost_host || cluster_->rank_lost(Rank{h});
+    if (lost_host) {
+      std::string moves;
+      for (const auto& [logical, host] : roll_back()) {
+        moves += fmt::format("{}rank {}'s to rank {}", moves.empty() ? "" : ", ", logical, host);
+      }
+      std::fprintf(stderr, "brisk: rank 0: ranks were lost before the first data set; their partitions and tasks go "
+                   "to surviving ranks (%s)\n", moves.c_str());
+    }
+  }
   DataController& c = controller("brisk::DataSet");
   used_.store(true, std::memory_order_release);
   return c.create(name, type, std::move(homes), checkpointed);

@@ -147,9 +147,9 @@ void arm_task_kills(const std::vector<KillPlan>& plans, int rank, RuntimeDataPla
 // Rank 0, after the driver threw DataRollback: the data plane starts a new epoch
 // with the lost ranks' partitions on surviving ones, and the driver's values come
 // back from the last checkpoint. Throws brisk::Error when that cannot be done.
-void roll_back(RuntimeDataPlane& data, RuntimeCheckpoints& checkpoints, int lost, std::chrono::milliseconds limit) {
+void roll_back(RuntimeDataPlane& data, RuntimeCheckpoints& checkpoints, int lost) {
   const auto start = std::chrono::steady_clock::now();
-  const auto moved = data.roll_back(limit);
+  const auto moved = data.roll_back();
   auto from = checkpoints.roll_back();
   if (!from.ok()) {
     throw Error(fmt::format("rank {} was lost and the job cannot roll back to its last checkpoint: {}", lost,
@@ -297,10 +297,8 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     // rank): then the job ends at once and says where to resume from.
     cluster->set_loss_handler([c = cluster.get(), d = data.get(), ck = checkpoints_ptr, dir = options.checkpoint_dir](Rank lost) {
       RuntimeCheckpoints* cp = ck->load(std::memory_order_acquire);
-      // First: no checkpoint starts a collective from now on; then: is one in it?
-      // (write() does the same in the other order.)
-      if (cp) cp->stop_writing(lost.value);
-      if (cp && cp->writing()) {
+      // No checkpoint starts a collective from now on; is one in it already?
+      if (cp && cp->stop_writing(lost.value)) {
         std::fprintf(stderr,
                      "brisk: rank 0: rank %d was lost while a checkpoint was being written, which cannot finish "
                      "without it; the job ends; %s\n",
@@ -314,12 +312,16 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
         }).detach();
         return;
       }
-      if (d->used()) d->abort(lost.value);
+      // Whether or not the driver has used data objects yet (it may be creating its
+      // first data set now): a data call throws, or the first one starts a new epoch.
+      d->abort(lost.value);
     });
+    data->set_rollback_limit(std::chrono::milliseconds(std::max(10000, 5 * options.failure_timeout_ms)));
     arm_task_kills(kill_plans, rank, *data);
     cluster->start();
   } else {
     data = std::make_unique<RuntimeDataPlane>(rank, size, node.scheduler(), nullptr, node.events(), options.templates);
+    arm_task_kills(kill_plans, rank, *data);
   }
   node.context().data = data.get();
   // Workers with data commands in flight wait for copies from other ranks: they spin
@@ -341,6 +343,15 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
                                          : std::function<void(std::uint64_t)>());
   node.context().checkpoints = &checkpoints;
   checkpoints_ptr->store(&checkpoints, std::memory_order_release);
+  if (cluster) {
+    // A loss the handler saw before the service existed.
+    for (int r = 0; r < size; ++r) {
+      if (cluster->rank_lost(Rank{r})) {
+        (void)checkpoints.stop_writing(r);
+        break;
+      }
+    }
+  }
   {
     RuntimeCheckpoints::DataHooks hooks;
     if (rank == 0) {
@@ -381,8 +392,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
       for (;;) {
         try {
           if (lost >= 0) {
-            roll_back(*data, checkpoints, lost,
-                      std::chrono::milliseconds(std::max(10000, 5 * options.failure_timeout_ms)));
+            roll_back(*data, checkpoints, lost);
             lost = -1;
           }
           exit_code = driver();

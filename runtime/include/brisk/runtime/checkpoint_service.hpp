@@ -48,9 +48,14 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   // over MPI_COMM_WORLD, which a dead rank blocks), so from now on rank 0 gathers
   // the data partitions (DataHooks::gather) and writes alone, with a message. Any
   // thread.
-  void stop_writing(int lost_rank) noexcept { lost_rank_.store(lost_rank, std::memory_order_seq_cst); }
-  // Whether write() is inside the collective commit now (a death then blocks it).
-  bool writing() const noexcept { return writing_.load(std::memory_order_seq_cst); }
+  // Returns whether write() is inside a collective commit now (which the death then
+  // blocks for good); either that collective started before the loss was marked, or
+  // none starts after it.
+  bool stop_writing(int lost_rank) noexcept {
+    std::lock_guard lock(loss_mutex_);
+    lost_rank_ = lost_rank;
+    return writing_;
+  }
   // Rank 0, for a rollback: the driver's values come back from the checkpoint this
   // run wrote or restored last (its data sets with them), or, if there is none,
   // nothing is restored and the driver starts from the beginning. Returns the file,
@@ -112,8 +117,9 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   int instantiations_ = 0;  // since the last checkpoint this counter asked for
   std::atomic<std::int64_t> last_ns_;  // steady clock of the last checkpoint (or the start)
   std::string last_path_;               // the checkpoint written or restored last ("" none)
-  std::atomic<int> lost_rank_{-1};      // stop_writing()
-  std::atomic<bool> writing_{false};
+  std::mutex loss_mutex_;  // lost_rank_ and writing_ change together
+  int lost_rank_ = -1;     // stop_writing()
+  bool writing_ = false;   // inside a collective commit
   bool skip_reported_ = false;  // the message about writing alone
 };
 

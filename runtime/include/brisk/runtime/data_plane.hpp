@@ -56,9 +56,10 @@ class RuntimeDataPlane final : public detail::DataPlane {
   void abort(int lost);
   // Rank 0, on the driver thread after a DataRollback: hands the logical ranks of
   // lost processes to surviving ones and starts a new epoch on every surviving
-  // rank; returns once all of them have (or throws brisk::Error after `limit`).
-  // Returns (logical rank, new host) for each logical rank that moved.
-  std::vector<std::pair<int, int>> roll_back(std::chrono::milliseconds limit);
+  // rank; returns once all of them have (or throws brisk::Error after the rollback
+  // limit). Returns (logical rank, new host) for each logical rank that moved.
+  std::vector<std::pair<int, int>> roll_back();
+  void set_rollback_limit(std::chrono::milliseconds limit) noexcept { rollback_limit_ = limit; }
   std::uint32_t epoch() const noexcept { return current()->number; }
   // The process that serves logical rank `r`.
   int host(int r) const noexcept { return current()->hosts[static_cast<std::size_t>(r)]; }
@@ -143,6 +144,7 @@ class RuntimeDataPlane final : public detail::DataPlane {
   EventLog* events_;
   bool templates_;
   std::atomic<bool> used_{false};
+  std::chrono::milliseconds rollback_limit_{10000};
   std::function<void(DataWorker&)> worker_hook_;
   std::function<void()> task_hook_;
 

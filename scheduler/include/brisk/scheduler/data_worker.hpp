@@ -65,7 +65,7 @@ class DataWorker {
   // later ones ignored, and its commands finish without running. Tasks already
   // running run to their end; then the partitions' values are freed.
   void cancel() noexcept;
-  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_acquire); }
+  bool cancelled() const noexcept { return cancelled_.load(std::memory_order_seq_cst); }
 
   // Called as each data task starts (fault injection); set before any command.
   void set_task_hook(std::function<void()> hook) { task_hook_ = std::move(hook); }
