@@ -75,20 +75,14 @@ Status RuntimeCheckpoints::restore(const std::string& what) {
     if (!bytes.ok()) return bytes.status();
     restored_[entry.name] = std::move(*bytes);
   }
-  if (auto it = restored_.find(kTemplatesValue); it != restored_.end()) {
-    if (data_.restored_templates) {
+  // The runtime's own values go to their hooks, not to the driver.
+  for (const auto& [value, hook] : {std::pair{kTemplatesValue, &data_.restored_templates},
+                                    std::pair{kDataSetsValue, &data_.restored}}) {
+    auto it = restored_.find(value);
+    if (it == restored_.end()) continue;
+    if (*hook) {
       try {
-        data_.restored_templates(reader->path().string(), it->second);
-      } catch (const std::exception& e) {
-        return invalid_argument(e.what());
-      }
-    }
-    restored_.erase(it);
-  }
-  if (auto it = restored_.find(kDataSetsValue); it != restored_.end()) {
-    if (data_.restored) {
-      try {
-        data_.restored(reader->path().string(), it->second);
+        (*hook)(reader->path().string(), it->second);
       } catch (const std::exception& e) {
         return invalid_argument(e.what());
       }

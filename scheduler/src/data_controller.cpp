@@ -417,34 +417,35 @@ std::vector<std::byte> DataController::checkpoint_templates() const {
   return to_bytes(all);
 }
 
-void DataController::restore_templates(const std::string& file, std::span<const std::byte> bytes) {
-  std::vector<CheckpointTemplate> all;
+namespace {
+// A checkpoint's list of named records (data sets, templates), by name. Throws
+// brisk::Error naming the file and `what` when the bytes do not decode.
+template <class Record>
+std::unordered_map<std::string, Record> records_by_name(const std::string& file, std::span<const std::byte> bytes,
+                                                        const char* what) {
+  std::vector<Record> all;
   try {
-    all = from_bytes<std::vector<CheckpointTemplate>>(bytes);
+    all = from_bytes<std::vector<Record>>(bytes);
   } catch (const SerializationError& e) {
-    throw Error(fmt::format("checkpoint {}: its templates do not decode: {}", file, e.what()));
+    throw Error(fmt::format("checkpoint {}: its {} do not decode: {}", file, what, e.what()));
   }
+  std::unordered_map<std::string, Record> out;
+  for (auto& r : all) {
+    std::string name = r.name;
+    out[name] = std::move(r);
+  }
+  return out;
+}
+}  // namespace
+
+void DataController::restore_templates(const std::string& file, std::span<const std::byte> bytes) {
+  restored_templates_ = records_by_name<CheckpointTemplate>(file, bytes, "templates");
   templates_file_ = file;
-  restored_templates_.clear();
-  for (auto& t : all) {
-    std::string name = t.name;
-    restored_templates_[name] = std::move(t);
-  }
 }
 
 void DataController::restore_from(const std::string& file, std::span<const std::byte> table) {
-  std::vector<CheckpointDataSet> sets;
-  try {
-    sets = from_bytes<std::vector<CheckpointDataSet>>(table);
-  } catch (const SerializationError& e) {
-    throw Error(fmt::format("checkpoint {}: its table of data sets does not decode: {}", file, e.what()));
-  }
+  restorable_ = records_by_name<CheckpointDataSet>(file, table, "data sets");
   restored_file_ = file;
-  restorable_.clear();
-  for (auto& s : sets) {
-    std::string name = s.name;
-    restorable_[name] = std::move(s);
-  }
 }
 
 // ---------------------------------------------------------------------------
