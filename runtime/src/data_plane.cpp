@@ -77,7 +77,8 @@ bool RuntimeDataPlane::start_epoch(std::uint32_t number, const std::vector<int>&
       auto send = [this, ep, r](int to, std::vector<std::byte> m) { this->send(*ep, r, to, std::move(m)); };
       auto fresh = std::make_unique<DataWorker>(r, local_, send, events_);
       // Partitions restored from a checkpoint: each logical rank's host reads them.
-      fresh->set_restore_loader([this](const std::string& file, const std::string& name) { return restore_object(file, name); });
+      fresh->set_restore_loader(
+          [this](const std::string& file, const std::string& name) { return restore_object(file, name); });
       if (task_hook_) fresh->set_task_hook(task_hook_);
       e->workers[static_cast<std::size_t>(r)] = fresh.get();
       all_workers_.push_back(std::move(fresh));
