@@ -143,11 +143,7 @@ std::uint64_t RuntimeCheckpoints::write() {
     if (auto t = data_.templates(); !t.empty()) values[kTemplatesValue] = std::move(t);
   }
   Status committed;
-  bool alone = false;
-  {
-    std::lock_guard lock(loss_mutex_);
-    alone = lost_rank_ >= 0;
-  }
+  bool alone = lost_rank() >= 0;
   if (!alone) {
     // The data objects: every command done, and each rank told what it writes.
     if (data_.prepare) {
@@ -177,11 +173,7 @@ std::uint64_t RuntimeCheckpoints::write() {
   if (alone) {
     // The other ranks cannot take part in a collective any more: rank 0 gathers
     // every partition and writes the file alone.
-    int lost = -1;
-    {
-      std::lock_guard lock(loss_mutex_);
-      lost = lost_rank_;
-    }
+    const int lost = lost_rank();
     if (!std::exchange(skip_reported_, true)) {
       std::fprintf(stderr,
                    "brisk: rank 0 writes checkpoints alone from now on (rank %d was lost, and a checkpoint written by "

@@ -302,6 +302,14 @@ std::vector<std::pair<int, int>> RuntimeDataPlane::roll_back() {
   }
 }
 
+std::string RuntimeDataPlane::describe_moves(const std::vector<std::pair<int, int>>& moved) {
+  std::string out;
+  for (const auto& [logical, host] : moved) {
+    out += fmt::format("{}rank {}'s partitions and tasks to rank {}", out.empty() ? "" : ", ", logical, host);
+  }
+  return out.empty() ? "nothing moved" : out;
+}
+
 DataController& RuntimeDataPlane::controller(const char* api) const {
   DataController* c = current()->controller;
   if (!c) throw Error(fmt::format("{}: data objects are driven from rank 0 (this is rank {})", api, rank_));
@@ -319,12 +327,9 @@ std::uint32_t RuntimeDataPlane::create(const std::string& name, const detail::Da
     bool lost_host = false;
     for (int h : current()->hosts) lost_host = lost_host || cluster_->rank_lost(Rank{h});
     if (lost_host) {
-      std::string moves;
-      for (const auto& [logical, host] : roll_back()) {
-        moves += fmt::format("{}rank {}'s to rank {}", moves.empty() ? "" : ", ", logical, host);
-      }
-      std::fprintf(stderr, "brisk: rank 0: ranks were lost before the first data set; their partitions and tasks go "
-                   "to surviving ranks (%s)\n", moves.c_str());
+      const std::string moves = describe_moves(roll_back());
+      std::fprintf(stderr, "brisk: rank 0: ranks were lost before the first data set; their data go to surviving "
+                   "ranks (%s)\n", moves.c_str());
     }
   }
   DataController& c = controller("brisk::DataSet");

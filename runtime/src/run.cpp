@@ -155,15 +155,12 @@ void roll_back(RuntimeDataPlane& data, RuntimeCheckpoints& checkpoints, int lost
     throw Error(fmt::format("rank {} was lost and the job cannot roll back to its last checkpoint: {}", lost,
                             from.status().message()));
   }
-  std::string moves;
-  for (const auto& [logical, host] : moved) {
-    moves += fmt::format("{}rank {}'s partitions and tasks to rank {}", moves.empty() ? "" : ", ", logical, host);
-  }
+  const std::string moves = RuntimeDataPlane::describe_moves(moved);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr,
                "brisk: rank 0: rank %d was lost while the job used data objects; the job goes on without it (%s); "
                "the driver runs again from %s (rollback took %.1f ms)\n",
-               lost, moves.empty() ? "nothing moved" : moves.c_str(),
+               lost, moves.c_str(),
                from->empty() ? "the beginning (no checkpoint was written yet)" : from->c_str(), ms);
   std::fflush(stderr);
 }

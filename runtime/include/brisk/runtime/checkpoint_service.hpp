@@ -117,7 +117,12 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   int instantiations_ = 0;  // since the last checkpoint this counter asked for
   std::atomic<std::int64_t> last_ns_;  // steady clock of the last checkpoint (or the start)
   std::string last_path_;               // the checkpoint written or restored last ("" none)
-  std::mutex loss_mutex_;  // lost_rank_ and writing_ change together
+  // The lost rank stop_writing() marked, or -1.
+  int lost_rank() const {
+    std::lock_guard lock(loss_mutex_);
+    return lost_rank_;
+  }
+  mutable std::mutex loss_mutex_;  // lost_rank_ and writing_ change together
   int lost_rank_ = -1;     // stop_writing()
   bool writing_ = false;   // inside a collective commit
   bool skip_reported_ = false;  // the message about writing alone

@@ -59,6 +59,9 @@ class RuntimeDataPlane final : public detail::DataPlane {
   // rank; returns once all of them have (or throws brisk::Error after the rollback
   // limit). Returns (logical rank, new host) for each logical rank that moved.
   std::vector<std::pair<int, int>> roll_back();
+  // "rank L's partitions and tasks to rank H, ..." for what roll_back() returned
+  // ("nothing moved" when empty).
+  static std::string describe_moves(const std::vector<std::pair<int, int>>& moved);
   void set_rollback_limit(std::chrono::milliseconds limit) noexcept { rollback_limit_ = limit; }
   std::uint32_t epoch() const noexcept { return current()->number; }
   // The process that serves logical rank `r`.
