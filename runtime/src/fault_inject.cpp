@@ -9,6 +9,7 @@
 #include <memory>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <thread>
@@ -37,6 +38,16 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
     if (at == std::string_view::npos) return parts;
     start = at + 1;
   }
+}
+
+// Says so, then SIGKILLs this process. The pause lets the launcher forward the line
+// first: one CI run lost a dying rank's last line.
+[[noreturn]] void die(int rank, const std::string& when) {
+  std::fprintf(stderr, "brisk: rank %d: BRISK_FAULT_INJECT kills this rank now, %s\n", rank, when.c_str());
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  raise(SIGKILL);
+  std::abort();  // not reached
 }
 
 }  // namespace
@@ -90,16 +101,12 @@ std::function<void()> arm_fault_injection(const KillPlan& plan, int rank) {
     auto left = std::make_shared<std::atomic<int>>(std::max(1, point));
     return [left, point, rank] {
       if (left->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-      std::fprintf(stderr, "brisk: rank %d: BRISK_FAULT_INJECT kills this rank now, at its data task %d\n", rank, point);
-      std::fflush(stderr);
-      raise(SIGKILL);
+      die(rank, fmt::format("at its data task {}", point));
     };
   }
   std::thread([point, rank] {
     std::this_thread::sleep_for(std::chrono::milliseconds(point));
-    std::fprintf(stderr, "brisk: rank %d: BRISK_FAULT_INJECT kills this rank now, %d ms after the start\n", rank, point);
-    std::fflush(stderr);
-    raise(SIGKILL);
+    die(rank, fmt::format("{} ms after the start", point));
   }).detach();
   return {};
 }
