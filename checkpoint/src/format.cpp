@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <system_error>
 
@@ -20,6 +21,10 @@ const char* checkpoint_section_name(CheckpointSection section) noexcept {
 }
 
 std::string checkpoint_file_name(std::uint64_t sequence) { return fmt::format("ckpt-{:06d}.h5", sequence); }
+
+std::string checkpoint_shard_name(std::uint64_t sequence, std::string_view tag, int rank) {
+  return fmt::format("ckpt-{:06d}.{}.r{}.h5", sequence, tag, rank);
+}
 
 namespace detail::ckpt {
 bool parse_checkpoint_name(std::string_view name, bool tmp, std::uint64_t* sequence) {
@@ -40,6 +45,32 @@ bool parse_checkpoint_name(std::string_view name, bool tmp, std::uint64_t* seque
   if (!std::all_of(first, last, [](char c) { return c >= '0' && c <= '9'; })) return false;
   auto [end, ec] = std::from_chars(first, last, *sequence);
   return ec == std::errc() && end == last;
+}
+
+bool parse_shard_name(std::string_view name, std::uint64_t* sequence) {
+  constexpr std::string_view kPrefix = "ckpt-";
+  constexpr std::string_view kSuffix = ".h5";
+  if (name.size() < kPrefix.size() + kSuffix.size() || name.substr(0, kPrefix.size()) != kPrefix ||
+      name.substr(name.size() - kSuffix.size()) != kSuffix) {
+    return false;
+  }
+  // <digits>.<tag>.r<digits>
+  const std::string_view middle = name.substr(kPrefix.size(), name.size() - kPrefix.size() - kSuffix.size());
+  const std::size_t dot = middle.find('.');
+  const std::size_t last = middle.rfind('.');
+  if (dot == std::string_view::npos || dot == 0 || last == dot || last + 2 >= middle.size() || middle[last + 1] != 'r') {
+    return false;
+  }
+  auto digits = [](std::string_view d) {
+    return !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  const std::string_view tag = middle.substr(dot + 1, last - dot - 1);
+  if (!digits(middle.substr(0, dot)) || !digits(middle.substr(last + 2)) || tag.empty() ||
+      !std::all_of(tag.begin(), tag.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; })) {
+    return false;
+  }
+  auto [end, ec] = std::from_chars(middle.data(), middle.data() + dot, *sequence);
+  return ec == std::errc() && end == middle.data() + dot;
 }
 }  // namespace detail::ckpt
 

@@ -196,4 +196,23 @@ herr_t read_bytes(hid_t dataset, std::uint64_t offset, std::span<std::byte> out)
   return 0;
 }
 
+herr_t write_bytes(hid_t dataset, std::span<const std::byte> bytes, hid_t dxpl) {
+  if (bytes.empty()) return 0;
+  Handle file_space = space_handle(H5Dget_space(dataset));
+  if (!file_space.valid()) return -1;
+  for (std::uint64_t done = 0; done < bytes.size();) {
+    const std::uint64_t n = std::min<std::uint64_t>(kIoSlabBytes, bytes.size() - done);
+    const hsize_t start[1] = {done};
+    const hsize_t count[1] = {n};
+    Handle mem_space = space_handle(H5Screate_simple(1, count, nullptr));
+    if (!mem_space.valid() ||
+        H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) < 0 ||
+        H5Dwrite(dataset, H5T_NATIVE_UINT8, mem_space.get(), file_space.get(), dxpl, bytes.data() + done) < 0) {
+      return -1;
+    }
+    done += n;
+  }
+  return 0;
+}
+
 }  // namespace brisk::detail::ckpt

@@ -112,6 +112,8 @@ inline constexpr const char* kManifestPath = "/manifest";
 // True when `name` is "ckpt-<at least 6 digits>.h5" (with tmp: followed by ".tmp");
 // sets *sequence.
 bool parse_checkpoint_name(std::string_view name, bool tmp, std::uint64_t* sequence);
+// A shard name, ckpt-<digits>.<tag>.r<digits>.h5 (format.hpp): its sequence.
+bool parse_shard_name(std::string_view name, std::uint64_t* sequence);
 
 // ISO 8601 UTC, seconds precision.
 std::string iso8601_utc(std::int64_t unix_ns);
@@ -119,10 +121,14 @@ std::string iso8601_utc(std::int64_t unix_ns);
 // Most bytes per H5Dread/H5Dwrite call: keeps every MPI-IO or POSIX request under
 // 2 GiB (int counts).
 inline constexpr std::uint64_t kIoSlabBytes = std::uint64_t{1} << 30;
+// Shard files a reader keeps open (HDF5's external file cache; one per writing rank).
+inline constexpr unsigned kShardFilesKeptOpen = 1024;
 // verify()'s buffer: checksums are computed slab by slab, memory stays small.
 inline constexpr std::uint64_t kVerifySlabBytes = std::uint64_t{64} << 20;
 
 // Reads [offset, offset + out.size()) of a 1-D byte dataset.
 herr_t read_bytes(hid_t dataset, std::uint64_t offset, std::span<std::byte> out);
+// Writes `bytes` over a 1-D byte dataset of that size, with transfer properties `dxpl`.
+herr_t write_bytes(hid_t dataset, std::span<const std::byte> bytes, hid_t dxpl);
 
 }  // namespace brisk::detail::ckpt

@@ -26,7 +26,11 @@ struct CheckpointReader::Impl {
   }
   std::string where() const { return "checkpoint " + path.string(); }
   Status read_into(const CheckpointEntry& e, std::vector<std::byte>* out) const;
-  Status check(const CheckpointEntry& e) const;
+  // Leaves the dataset open in *ds (one traversal of a shard's link, not two).
+  Status check(const CheckpointEntry& e, Handle* ds) const;
+  // The shard file an external link at `dataset` points to, or "" for a dataset in
+  // this file.
+  StatusOr<std::string> shard_of(const std::string& dataset) const;
 };
 
 namespace {
@@ -88,7 +92,10 @@ StatusOr<CheckpointReader> CheckpointReader::open(const fs::path& path) {
   // The POSIX driver, no MPI; no file locking: a committed checkpoint never
   // changes, and flock fails on some parallel file systems.
   Handle fapl = plist_handle(H5Pcreate(H5P_FILE_ACCESS));
-  if (!fapl.valid() || H5Pset_fapl_sec2(fapl.get()) < 0 || H5Pset_file_locking(fapl.get(), false, true) < 0) {
+  // Shard files reached through external links stay open while the checkpoint is
+  // (else every dataset access opens and closes its shard again).
+  if (!fapl.valid() || H5Pset_fapl_sec2(fapl.get()) < 0 || H5Pset_file_locking(fapl.get(), false, true) < 0 ||
+      H5Pset_elink_file_cache_size(fapl.get(), kShardFilesKeptOpen) < 0) {
     return internal_error(fmt::format("cannot set up HDF5 file access for {}{}", p, hdf5_error()));
   }
   auto impl = std::make_unique<Impl>();
@@ -185,16 +192,30 @@ StatusOr<CheckpointReader> CheckpointReader::open(const fs::path& path) {
     e.size = r.size;
     e.crc32c = r.crc32c;
     e.rank = static_cast<int>(r.rank);
-    if (Status s = impl->check(e); !s.ok()) return s;
-    Handle ds = dataset_handle(H5Dopen2(file, e.path.c_str(), H5P_DEFAULT));
+    // A dataset in a shard file: that file must be there, and its size bounds the data.
+    std::uint64_t holder_size = file_size;
+    if (auto shard = impl->shard_of(e.path); !shard.ok()) {
+      return shard.status();
+    } else if (!shard->empty()) {
+      e.file = std::move(*shard);
+      const fs::path shard_path = path.parent_path() / e.file;
+      holder_size = fs::file_size(shard_path, ec);
+      if (ec) {
+        return invalid_argument(fmt::format("{}: {} is kept in the shard file {}, which cannot be read: {}", where,
+                                            e.path, shard_path.string(), ec.message()));
+      }
+    }
+    Handle ds;
+    if (Status s = impl->check(e, &ds); !s.ok()) return s;
     const haddr_t offset = H5Dget_offset(ds.get());
     hdf5_error();  // HADDR_UNDEF for an empty dataset is not an error here
     if (offset != HADDR_UNDEF) {
       e.file_offset = static_cast<std::int64_t>(offset);
-      if (offset + e.size > file_size) {
-        return invalid_argument(fmt::format("{}: {} ends at byte {}, past the end of the file ({} bytes): the "
+      if (offset + e.size > holder_size) {
+        return invalid_argument(fmt::format("{}: {} ends at byte {}, past the end of {} ({} bytes): the "
                                             "file is truncated",
-                                            where, e.path, offset + e.size, file_size));
+                                            where, e.path, offset + e.size,
+                                            e.file.empty() ? std::string("the file") : e.file, holder_size));
       }
     } else if (e.size != 0) {
       return invalid_argument(fmt::format("{}: {} has no storage in the file", where, e.path));
@@ -207,8 +228,36 @@ StatusOr<CheckpointReader> CheckpointReader::open(const fs::path& path) {
   return CheckpointReader(std::move(impl));
 }
 
+StatusOr<std::string> CheckpointReader::Impl::shard_of(const std::string& dataset) const {
+  H5L_info_t link{};
+  if (H5Lexists(file.get(), checkpoint_section_name(CheckpointSection::kObjects), H5P_DEFAULT) <= 0 ||
+      H5Lexists(file.get(), dataset.c_str(), H5P_DEFAULT) <= 0 ||
+      H5Lget_info(file.get(), dataset.c_str(), &link, H5P_DEFAULT) < 0) {
+    hdf5_error();
+    return std::string();  // check() says what is missing
+  }
+  if (link.type != H5L_TYPE_EXTERNAL) return std::string();
+  std::vector<char> value(link.u.val_size);
+  unsigned flags = 0;
+  const char* target_file = nullptr;
+  const char* target_path = nullptr;
+  if (value.empty() || H5Lget_val(file.get(), dataset.c_str(), value.data(), value.size(), H5P_DEFAULT) < 0 ||
+      H5Lunpack_elink_val(value.data(), value.size(), &flags, &target_file, &target_path) < 0 ||
+      target_file == nullptr || target_path == nullptr) {
+    return invalid_argument(fmt::format("{}: {} is an external link that cannot be read{}", where(), dataset,
+                                        hdf5_error()));
+  }
+  // The writer links a shard by its bare name to the same path.
+  std::uint64_t sequence = 0;
+  if (!parse_shard_name(target_file, &sequence) || sequence != info.sequence || dataset != target_path) {
+    return invalid_argument(fmt::format("{}: {} links to {}:{}, which is not a shard of this checkpoint", where(),
+                                        dataset, target_file, target_path));
+  }
+  return std::string(target_file);
+}
+
 // The dataset exists and is a 1-D byte array of the manifest's size.
-Status CheckpointReader::Impl::check(const CheckpointEntry& e) const {
+Status CheckpointReader::Impl::check(const CheckpointEntry& e, Handle* ds_out) const {
   if (H5Lexists(file.get(), checkpoint_section_name(e.section), H5P_DEFAULT) <= 0 ||
       H5Lexists(file.get(), e.path.c_str(), H5P_DEFAULT) <= 0) {
     hdf5_error();
@@ -226,6 +275,7 @@ Status CheckpointReader::Impl::check(const CheckpointEntry& e) const {
     return invalid_argument(fmt::format("{}: {} holds {} bytes, the manifest says {}", where(), e.path, dims[0],
                                         e.size));
   }
+  *ds_out = std::move(ds);
   return Status();
 }
 

@@ -43,6 +43,12 @@ struct LocalEntry {
   std::string name;
   std::span<const std::byte> bytes;
   std::vector<std::byte> owned;  // when set, `bytes` points into it
+  // An external link instead (add_shard_object): the shard file, and what the
+  // manifest says of the bytes there.
+  std::string shard;
+  int shard_rank = -1;
+  std::uint64_t shard_size = 0;
+  std::uint32_t shard_crc = 0;
 };
 
 // A dataset of the whole job, as every rank learns it in commit().
@@ -52,11 +58,14 @@ struct JobEntry {
   std::string path;
   std::uint64_t size = 0;
   std::uint32_t crc32c = 0;
-  int rank = 0;
-  std::size_t local_index = 0;  // into the owner's LocalEntry list
+  int rank = 0;                 // the manifest's: the rank whose bytes these are
+  int writer = 0;               // the rank (in the communicator) that added it
+  std::size_t local_index = 0;  // into the writer's LocalEntry list
+  std::string shard;            // an external link to this shard file, or ""
 };
 
-using WireEntry = std::tuple<std::uint8_t, std::string, std::uint64_t, std::uint32_t>;
+// (section, name, size, crc, shard file or "", the manifest's rank or -1 for the writer)
+using WireEntry = std::tuple<std::uint8_t, std::string, std::uint64_t, std::uint32_t, std::string, std::int32_t>;
 
 bool mpi_usable() {
   int initialized = 0;
@@ -119,6 +128,7 @@ struct CheckpointWriter::Impl {
   Status write_file(const std::vector<JobEntry>& job, std::int64_t created_ns);
   Status publish();
   void prune();
+  std::set<std::string> linked_shards;  // shard files the committed file links to (prune)
 };
 
 StatusOr<CheckpointWriter> CheckpointWriter::begin(MPI_Comm comm, const fs::path& dir, std::uint64_t sequence,
@@ -210,6 +220,21 @@ Status CheckpointWriter::add_meta(std::string_view name, std::span<const std::by
   return add_owned(CheckpointSection::kMeta, name, std::vector<std::byte>(bytes.begin(), bytes.end()));
 }
 
+Status CheckpointWriter::add_shard_object(const CheckpointShardEntry& entry, std::string_view shard_file, int rank) {
+  std::uint64_t seq = 0;
+  if (!detail::ckpt::parse_shard_name(shard_file, &seq) || seq != impl_->sequence) {
+    return invalid_argument(fmt::format("{}: {} is not a shard name of this checkpoint (ckpt-{:06d}.TAG.rRANK.h5)",
+                                        impl_->where(), shard_file, impl_->sequence));
+  }
+  if (Status s = add(CheckpointSection::kObjects, entry.name, {}, {}); !s.ok()) return s;
+  LocalEntry& e = impl_->entries.back();
+  e.shard = std::string(shard_file);
+  e.shard_rank = rank;
+  e.shard_size = entry.size;
+  e.shard_crc = entry.crc32c;
+  return Status();
+}
+
 Status CheckpointWriter::add_owned(CheckpointSection section, std::string_view name,
                                    std::vector<std::byte> bytes) {
   return add(section, name, {}, std::move(bytes));
@@ -230,7 +255,11 @@ Status CheckpointWriter::add(CheckpointSection section, std::string_view name,
   if (!im.names.emplace(section, std::string(name)).second) {
     return invalid_argument(fmt::format("{}: /{}/{} added twice on rank {}", im.where(), sec, name, im.rank));
   }
-  LocalEntry& e = im.entries.emplace_back(LocalEntry{section, std::string(name), bytes, std::move(owned)});
+  LocalEntry& e = im.entries.emplace_back();
+  e.section = section;
+  e.name = std::string(name);
+  e.bytes = bytes;
+  e.owned = std::move(owned);
   if (!e.owned.empty()) e.bytes = e.owned;
   return Status();
 }
@@ -241,7 +270,13 @@ Status CheckpointWriter::Impl::gather(std::vector<JobEntry>* job) {
   std::vector<WireEntry> mine;
   mine.reserve(entries.size());
   for (const auto& e : entries) {
-    mine.emplace_back(static_cast<std::uint8_t>(e.section), e.name, e.bytes.size(), crc32c(e.bytes));
+    if (!e.shard.empty()) {
+      mine.emplace_back(static_cast<std::uint8_t>(e.section), e.name, e.shard_size, e.shard_crc, e.shard,
+                        e.shard_rank);
+    } else {
+      mine.emplace_back(static_cast<std::uint8_t>(e.section), e.name, e.bytes.size(), crc32c(e.bytes),
+                        std::string(), -1);
+    }
   }
   const std::vector<std::byte> payload = to_bytes(mine);
   std::vector<unsigned long long> lengths(static_cast<std::size_t>(size));
@@ -275,15 +310,17 @@ Status CheckpointWriter::Impl::gather(std::vector<JobEntry>* job) {
       return internal_error(fmt::format("{}: rank {}'s dataset list does not decode: {}", where(), r, e.what()));
     }
     for (std::size_t i = 0; i < theirs.size(); ++i) {
-      auto& [sec, name, bytes, crc] = theirs[i];
+      auto& [sec, name, bytes, crc, shard, owner] = theirs[i];
       JobEntry je;
       je.section = static_cast<CheckpointSection>(sec);
       je.name = std::move(name);
       je.path = detail::ckpt::dataset_path(je.section, je.name);
       je.size = bytes;
       je.crc32c = crc;
-      je.rank = r;
+      je.rank = owner >= 0 ? owner : r;
+      je.writer = r;
       je.local_index = i;
+      je.shard = std::move(shard);
       job->push_back(std::move(je));
     }
   }
@@ -314,14 +351,20 @@ Status CheckpointWriter::Impl::write_file(const std::vector<JobEntry>& job, std:
 
   Handle fapl = plist_handle(H5Pcreate(H5P_FILE_ACCESS));
   Status local;
-  if (!fapl.valid() || H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL) < 0 ||
-      // Metadata is read and written collectively: one rank does the I/O and
-      // broadcasts, instead of every rank reading the same blocks.
-      H5Pset_all_coll_metadata_ops(fapl.get(), true) < 0 || H5Pset_coll_metadata_write(fapl.get(), true) < 0 ||
+  // One rank alone writes through the POSIX driver: MPI-IO on a communicator of one
+  // adds nothing but its shared-file-pointer machinery.
+  const bool mpio = size > 1;
+  if (!fapl.valid() ||
+      (mpio && (H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL) < 0 ||
+                // Metadata is read and written collectively: one rank does the I/O and
+                // broadcasts, instead of every rank reading the same blocks.
+                H5Pset_all_coll_metadata_ops(fapl.get(), true) < 0 ||
+                H5Pset_coll_metadata_write(fapl.get(), true) < 0)) ||
+      (!mpio && H5Pset_fapl_sec2(fapl.get()) < 0) ||
       // Datasets of 1 MiB or more start on a 1 MiB boundary: whole stripes on
       // parallel file systems, at most 1 MiB of padding each.
       H5Pset_alignment(fapl.get(), hsize_t{1} << 20, hsize_t{1} << 20) < 0) {
-    local = fail("cannot set up the MPI-IO file access properties");
+    local = fail("cannot set up the file access properties");
   }
   if (Status s = agree(comm, rank, size, local); !s.ok()) return s;
 
@@ -356,6 +399,17 @@ Status CheckpointWriter::Impl::write_file(const std::vector<JobEntry>& job, std:
       }
     }
     for (const JobEntry& e : job) {
+      if (!e.shard.empty()) {
+        // The bytes stay in the shard; HDF5 resolves the bare name against this
+        // file's directory (it also looks in the working directory, where the
+        // attempt's unique tag makes a file of that name unlikely).
+        if (H5Lcreate_external(e.shard.c_str(), e.path.c_str(), file.get(), e.path.c_str(), H5P_DEFAULT,
+                               H5P_DEFAULT) < 0) {
+          local = fail(fmt::format("cannot link {} to shard {}", e.path, e.shard));
+          return;
+        }
+        continue;
+      }
       const hsize_t dims[1] = {e.size};
       Handle space = space_handle(H5Screate_simple(1, dims, nullptr));
       Handle ds = dataset_handle(space.valid() ? H5Dcreate2(file.get(), e.path.c_str(), H5T_STD_U8LE,
@@ -365,7 +419,7 @@ Status CheckpointWriter::Impl::write_file(const std::vector<JobEntry>& job, std:
         local = fail(fmt::format("cannot create dataset {} ({} bytes)", e.path, e.size));
         return;
       }
-      if (e.rank == rank) own.emplace(e.local_index, std::move(ds));
+      if (e.writer == rank) own.emplace(e.local_index, std::move(ds));
     }
   }();
   if (Status s = agree(comm, rank, size, local); !s.ok()) return s;
@@ -378,20 +432,8 @@ Status CheckpointWriter::Impl::write_file(const std::vector<JobEntry>& job, std:
   for (auto& [index, ds] : own) {
     if (!local.ok()) break;
     const LocalEntry& e = entries[index];
-    Handle file_space = space_handle(H5Dget_space(ds.get()));
-    for (std::uint64_t done = 0; done < e.bytes.size() && local.ok();) {
-      const std::uint64_t n = std::min<std::uint64_t>(kIoSlabBytes, e.bytes.size() - done);
-      const hsize_t start[1] = {done};
-      const hsize_t count[1] = {n};
-      Handle mem_space = space_handle(H5Screate_simple(1, count, nullptr));
-      if (!file_space.valid() || !mem_space.valid() ||
-          H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) < 0 ||
-          H5Dwrite(ds.get(), H5T_NATIVE_UINT8, mem_space.get(), file_space.get(), dxpl.get(),
-                   e.bytes.data() + done) < 0) {
-        local = fail(fmt::format("writing {} failed on rank {}", detail::ckpt::dataset_path(e.section, e.name),
-                                 rank));
-      }
-      done += n;
+    if (write_bytes(ds.get(), e.bytes, dxpl.get()) < 0) {
+      local = fail(fmt::format("writing {} failed on rank {}", detail::ckpt::dataset_path(e.section, e.name), rank));
     }
   }
   own.clear();
@@ -401,7 +443,7 @@ Status CheckpointWriter::Impl::write_file(const std::vector<JobEntry>& job, std:
   // everywhere; rank 0 writes the records.
   CheckpointInfo info;
   info.format_version = kCheckpointFormatVersion;
-  info.ranks = size;
+  info.ranks = options.ranks > 0 ? options.ranks : size;
   info.sequence = sequence;
   info.created_unix_ns = created_ns;
   info.created = iso8601_utc(created_ns);
@@ -439,7 +481,7 @@ Status CheckpointWriter::Impl::write_file(const std::vector<JobEntry>& job, std:
       H5Tset_strpad(t.get(), H5T_STR_NULLTERM);
       attr(name, t.get(), value.c_str());
     };
-    const auto ranks = static_cast<std::uint32_t>(size);
+    const auto ranks = static_cast<std::uint32_t>(info.ranks);
     attr(kAttrFormat, H5T_NATIVE_UINT32, &info.format_version);
     attr(kAttrRanks, H5T_NATIVE_UINT32, &ranks);
     attr(kAttrSequence, H5T_NATIVE_UINT64, &info.sequence);
@@ -491,15 +533,30 @@ void CheckpointWriter::Impl::prune() {
       done.emplace_back(seq, it->path());
     }
   }
-  if (options.keep == 0) return;
   std::sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::set<std::uint64_t> kept_sequences{sequence};
   std::size_t kept = 1;  // the new one
   for (const auto& [seq, p] : done) {
     if (p.filename() == path.filename()) continue;
-    if (kept < options.keep) {
+    if (options.keep == 0 || kept < options.keep) {
       ++kept;
+      kept_sequences.insert(seq);
     } else {
       fs::remove(p, ec);
+    }
+  }
+  // Shards: of this sequence, those this checkpoint links (other attempts' go); of
+  // older sequences, those whose checkpoint stays (the others, failed attempts', go;
+  // a failed attempt's at a sequence whose checkpoint stays goes with it). Newer
+  // ones may belong to a writer still at work.
+  for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::uint64_t seq = 0;
+    if (!detail::ckpt::parse_shard_name(name, &seq) || seq > sequence) continue;
+    const bool keep = seq == sequence ? linked_shards.count(name) > 0 : kept_sequences.count(seq) > 0;
+    if (!keep) {
+      std::error_code rm;
+      fs::remove(it->path(), rm);
     }
   }
 }
@@ -527,6 +584,9 @@ Status CheckpointWriter::commit() {
   }
   MPI_Bcast(&created_ns, 1, MPI_INT64_T, 0, im.comm);
 
+  for (const JobEntry& e : job) {
+    if (!e.shard.empty()) im.linked_shards.insert(e.shard);
+  }
   status = im.write_file(job, created_ns);
   if (status.ok()) {
     Status published;
@@ -547,6 +607,66 @@ Status CheckpointWriter::commit() {
   im.entries.clear();
   im.entries.shrink_to_fit();
   return status;
+}
+
+StatusOr<std::vector<CheckpointShardEntry>> write_checkpoint_shard(
+    const fs::path& dir, const std::string& file_name,
+    const std::vector<std::pair<std::string, std::vector<std::byte>>>& objects) {
+  using namespace detail::ckpt;
+  auto lock = lock_hdf5();
+  const fs::path path = dir / file_name;
+  const std::string where = "checkpoint shard " + path.string();
+  auto fail = [&](std::string what) { return unavailable(fmt::format("{}: {}{}", where, what, hdf5_error())); };
+  std::vector<CheckpointShardEntry> out;
+  std::set<std::string_view> names;
+  for (const auto& [name, bytes] : objects) {
+    if (name.empty() || name.size() > kCheckpointMaxNameBytes || !names.insert(name).second) {
+      return invalid_argument(fmt::format("{}: object name '{}' is empty, longer than {} bytes or given twice",
+                                          where, name, kCheckpointMaxNameBytes));
+    }
+    out.push_back({name, bytes.size(), crc32c(bytes)});
+  }
+  Status status = [&]() -> Status {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec && !fs::is_directory(dir)) {
+      return unavailable(fmt::format("{}: cannot create the directory: {}", where, ec.message()));
+    }
+    Handle fapl = plist_handle(H5Pcreate(H5P_FILE_ACCESS));
+    if (!fapl.valid() || H5Pset_fapl_sec2(fapl.get()) < 0 ||
+        H5Pset_alignment(fapl.get(), hsize_t{1} << 20, hsize_t{1} << 20) < 0) {
+      return fail("cannot set up the file access properties");
+    }
+    Handle file = file_handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));
+    if (!file.valid()) return fail("cannot create the file");
+    const std::string group = std::string("/") + checkpoint_section_name(CheckpointSection::kObjects);
+    Handle g = group_handle(H5Gcreate2(file.get(), group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    if (!g.valid()) return fail("cannot create group " + group);
+    Handle dcpl = plist_handle(H5Pcreate(H5P_DATASET_CREATE));
+    if (!dcpl.valid() || H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER) < 0 ||
+        H5Pset_alloc_time(dcpl.get(), H5D_ALLOC_TIME_EARLY) < 0) {
+      return fail("cannot set up the dataset creation properties");
+    }
+    for (const auto& [name, bytes] : objects) {
+      const std::string ds_path = dataset_path(CheckpointSection::kObjects, name);
+      const hsize_t dims[1] = {bytes.size()};
+      Handle space = space_handle(H5Screate_simple(1, dims, nullptr));
+      Handle ds = dataset_handle(space.valid() ? H5Dcreate2(file.get(), ds_path.c_str(), H5T_STD_U8LE, space.get(),
+                                                            H5P_DEFAULT, dcpl.get(), H5P_DEFAULT)
+                                               : H5I_INVALID_HID);
+      if (!ds.valid()) return fail(fmt::format("cannot create dataset {} ({} bytes)", ds_path, bytes.size()));
+      if (write_bytes(ds.get(), bytes, H5P_DEFAULT) < 0) return fail("writing " + ds_path + " failed");
+    }
+    if (H5Fflush(file.get(), H5F_SCOPE_GLOBAL) < 0) return fail("flushing failed");
+    if (file.reset() < 0) return fail("closing failed");
+    return fsync_path(path, false);
+  }();
+  if (!status.ok()) {
+    std::error_code ec;
+    fs::remove(path, ec);
+    return status;
+  }
+  return out;
 }
 
 }  // namespace brisk

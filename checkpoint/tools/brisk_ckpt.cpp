@@ -57,8 +57,9 @@ int list(const std::string& target) {
   fmt::print("  {} datasets, {} ({} bytes)\n", reader->entries().size(), human_bytes(total), total);
   fmt::print("  {:<8} {:>14} {:>10} {:>5} {:>12}  {}\n", "section", "bytes", "crc32c", "rank", "offset", "name");
   for (const auto& e : reader->entries()) {
-    fmt::print("  {:<8} {:>14} 0x{:08x} {:>5} {:>12}  {}\n", brisk::checkpoint_section_name(e.section), e.size,
-               e.crc32c, e.rank, e.file_offset < 0 ? std::string("-") : std::to_string(e.file_offset), e.path);
+    fmt::print("  {:<8} {:>14} 0x{:08x} {:>5} {:>12}  {}{}\n", brisk::checkpoint_section_name(e.section), e.size,
+               e.crc32c, e.rank, e.file_offset < 0 ? std::string("-") : std::to_string(e.file_offset), e.path,
+               e.file.empty() ? std::string() : " (in " + e.file + ")");
   }
   const auto driver = reader->entries(brisk::CheckpointSection::kDriver);
   if (!driver.empty()) {

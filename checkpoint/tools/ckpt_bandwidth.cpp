@@ -10,14 +10,25 @@
 //   checkpoint        CheckpointWriter: begin, add_object, commit (CRC-32C, name
 //                     exchange, dataset creation, independent writes, manifest,
 //                     flush, close, fsync, rename, prune)
+//   sharded           the runtime's way on ucx (no collective I/O): every rank but 0
+//                     writes its objects into its own shard (write_checkpoint_shard:
+//                     POSIX driver, fsync) and sends rank 0 their names, sizes and
+//                     CRCs (here MPI_Gatherv; the runtime uses its transport); rank 0
+//                     commits the checkpoint file alone, its own objects inside and
+//                     external links to the shards
 // then, reading back the last files written:
 //   raw_read          each rank reads its slice of the raw file (independent MPI-IO)
 //   restore           each rank opens the newest checkpoint (CheckpointReader) and
 //                     reads its objects into a reused buffer, checksums verified
 //                     (what a restart does)
+//   restore_sharded   the same from the newest sharded checkpoint (through the links)
 // and prints one JSON line per way (median and p99 = slowest repetition, seconds;
 // GiB/s of the whole job at the median) and the ratios. --dir must be on a file
 // system all ranks share; its contents are replaced.
+//
+// --ways=checkpoint or --ways=sharded times only that way (and its restore) beside the
+// raw ones: on this VM the ways disturb each other's timing when they share a run (the
+// page-cache memory each file set takes is fresh to the guest; see below).
 //
 // The first --warmup repetitions are not timed. On a VM, page-cache pages the
 // guest has never used before are slow to get (about 0.4 GB/s here): the raw
@@ -119,6 +130,83 @@ bool raw_read(const fs::path& file, std::span<std::byte> mine, int rank) {
   return H5Fclose(f) >= 0 && ok;
 }
 
+// This rank's objects for the sharded way, as (name, bytes): made once, untimed, as
+// the collective way's spans are (the runtime serializes each partition first).
+std::vector<std::pair<std::string, std::vector<std::byte>>> split_objects(std::span<const std::byte> data, int objects,
+                                                                          int rank) {
+  const std::uint64_t per_object = data.size() / static_cast<std::uint64_t>(objects);
+  std::vector<std::pair<std::string, std::vector<std::byte>>> out;
+  for (int i = 0; i < objects; ++i) {
+    const std::uint64_t off = static_cast<std::uint64_t>(i) * per_object;
+    const auto part = data.subspan(off, i + 1 == objects ? data.size() - off : per_object);
+    out.emplace_back(fmt::format("rank{}-obj{}", rank, i), std::vector<std::byte>(part.begin(), part.end()));
+  }
+  return out;
+}
+
+// The sharded way (see above); rank 0 returns the commit's status to all.
+bool sharded_write(const fs::path& dir, std::uint64_t seq,
+                   const std::vector<std::pair<std::string, std::vector<std::byte>>>& mine, int rank, int ranks) {
+  const std::string tag = fmt::format("b{}", seq);
+  std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> list;
+  bool ok = true;
+  if (rank != 0) {
+    auto written = brisk::write_checkpoint_shard(dir, brisk::checkpoint_shard_name(seq, tag, rank), mine);
+    ok = written.ok();
+    if (ok) {
+      for (const auto& e : *written) list.emplace_back(e.name, e.size, e.crc32c);
+    } else {
+      fmt::print(stderr, "{}\n", written.status().message());
+    }
+  }
+  const std::vector<std::byte> report = brisk::to_bytes(std::pair{ok, list});
+  int n = static_cast<int>(report.size());
+  std::vector<int> counts(static_cast<std::size_t>(ranks)), displs(static_cast<std::size_t>(ranks));
+  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  for (int r = 1; r < ranks; ++r) displs[static_cast<std::size_t>(r)] = displs[static_cast<std::size_t>(r - 1)] + counts[static_cast<std::size_t>(r - 1)];
+  std::vector<std::byte> all(rank == 0 ? static_cast<std::size_t>(displs.back() + counts.back()) : 0);
+  MPI_Gatherv(report.data(), n, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+  int committed = 1;
+  if (rank == 0) {
+    auto w = brisk::CheckpointWriter::begin(MPI_COMM_SELF, dir, seq, {.keep = 1, .ranks = ranks});
+    brisk::Status s = w.status();
+    for (int r = 1; r < ranks && s.ok(); ++r) {
+      auto [their_ok, theirs] = brisk::from_bytes<std::pair<bool, decltype(list)>>(std::span(all).subspan(
+          static_cast<std::size_t>(displs[static_cast<std::size_t>(r)]), static_cast<std::size_t>(counts[static_cast<std::size_t>(r)])));
+      if (!their_ok) s = brisk::unavailable(fmt::format("rank {}'s shard failed", r));
+      for (const auto& [name, size, crc] : theirs) {
+        if (s.ok()) s = w->add_shard_object({name, size, crc}, brisk::checkpoint_shard_name(seq, tag, r), r);
+      }
+    }
+    for (const auto& [name, bytes] : mine) {
+      if (s.ok()) s = w->add_object(name, std::span<const std::byte>(bytes));
+    }
+    if (s.ok()) s = w->commit();
+    if (!s.ok()) fmt::print(stderr, "{}\n", s.message());
+    committed = s.ok() ? 1 : 0;
+  }
+  MPI_Bcast(&committed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return ok && committed == 1;
+}
+
+// Each rank reads its objects from checkpoint `file` into `back`, checksums verified.
+bool restore_objects(const fs::path& file, std::vector<std::byte>& back, std::uint64_t bytes, int objects, int rank) {
+  auto r = brisk::CheckpointReader::open(file);
+  if (!r.ok()) {
+    fmt::print(stderr, "{}\n", r.status().message());
+    return false;
+  }
+  const std::uint64_t per_object = bytes / static_cast<std::uint64_t>(objects);
+  for (int i = 0; i < objects; ++i) {
+    if (!r->read_into(brisk::CheckpointSection::kObjects, fmt::format("rank{}-obj{}", rank, i), back).ok()) {
+      return false;
+    }
+    const std::uint64_t off = static_cast<std::uint64_t>(i) * per_object;
+    if (back.size() != (i + 1 == objects ? bytes - off : per_object)) return false;
+  }
+  return true;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
@@ -140,12 +228,16 @@ int main(int argc, char** argv) {
   int reps = 5;
   int warmup = 2;
   std::string dir = "ckpt_bandwidth_dir";
+  std::string ways = "all";
   app.add_option("--mib-per-rank", mib, "MiB each rank writes")->capture_default_str();
   app.add_option("--objects-per-rank", objects, "the checkpoint's objects per rank (same bytes in total)")
       ->capture_default_str();
   app.add_option("--reps", reps, "timed repetitions of each way")->capture_default_str();
   app.add_option("--warmup", warmup, "untimed repetitions first (see the note above)")->capture_default_str();
   app.add_option("--dir", dir, "scratch directory on a shared file system")->capture_default_str();
+  app.add_option("--ways", ways, "which checkpoint ways to time beside the raw ones")
+      ->check(CLI::IsMember({"all", "checkpoint", "sharded"}))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -178,6 +270,10 @@ int main(int argc, char** argv) {
   int failures = 0;
   int rep = 0;
   auto timed = [&](const std::string& name, auto&& body) {
+    if (ways != "all" && name.find("raw") == std::string::npos && name != ways && name != "restore_" + ways &&
+        !(ways == "checkpoint" && name == "restore")) {
+      return;
+    }
     MPI_Barrier(MPI_COMM_WORLD);
     const double t0 = now_s();
     const bool ok = body();
@@ -186,6 +282,7 @@ int main(int argc, char** argv) {
     if (!ok) ++failures;
   };
   const std::uint64_t per_object = bytes / static_cast<std::uint64_t>(objects);
+  const auto shard_objects = split_objects(data, objects, rank);
   for (rep = 0; rep < warmup + reps; ++rep) {
     auto raw_c = [&] { return raw_write(fs::path(dir) / "raw.h5", data, rank, ranks, true); };
     auto raw_i = [&] { return raw_write(fs::path(dir) / "raw.h5", data, rank, ranks, false); };
@@ -202,11 +299,16 @@ int main(int argc, char** argv) {
       if (!s.ok() && rank == 0) fmt::print(stderr, "{}\n", s.message());
       return s.ok();
     };
+    auto sharded = [&] {
+      return sharded_write(fs::path(dir) / "sharded", static_cast<std::uint64_t>(rep + 1), shard_objects, rank, ranks);
+    };
     if (rep % 2 == 0) {
       timed("raw_collective", raw_c);
       timed("raw_independent", raw_i);
       timed("checkpoint", ckpt);
+      timed("sharded", sharded);
     } else {
+      timed("sharded", sharded);
       timed("checkpoint", ckpt);
       timed("raw_independent", raw_i);
       timed("raw_collective", raw_c);
@@ -217,28 +319,18 @@ int main(int argc, char** argv) {
   // into a buffer of its own that the repetitions reuse.
   std::vector<std::byte> back;
   const fs::path newest = fs::path(dir) / "ckpt" / fmt::format("ckpt-{:06d}.h5", warmup + reps);
+  const fs::path newest_sharded = fs::path(dir) / "sharded" / fmt::format("ckpt-{:06d}.h5", warmup + reps);
   std::vector<std::byte> raw_back(bytes);
   for (rep = 0; rep < warmup + reps; ++rep) {
     auto raw_r = [&] { return raw_read(fs::path(dir) / "raw.h5", raw_back, rank); };
-    auto restore = [&] {
-      auto r = brisk::CheckpointReader::open(newest);
-      if (!r.ok()) {
-        fmt::print(stderr, "{}\n", r.status().message());
-        return false;
-      }
-      for (int i = 0; i < objects; ++i) {
-        if (!r->read_into(brisk::CheckpointSection::kObjects, fmt::format("rank{}-obj{}", rank, i), back).ok()) {
-          return false;
-        }
-        const std::uint64_t off = static_cast<std::uint64_t>(i) * per_object;
-        if (back.size() != (i + 1 == objects ? bytes - off : per_object)) return false;
-      }
-      return true;
-    };
+    auto restore = [&] { return restore_objects(newest, back, bytes, objects, rank); };
+    auto restore_sharded = [&] { return restore_objects(newest_sharded, back, bytes, objects, rank); };
     if (rep % 2 == 0) {
       timed("raw_read", raw_r);
       timed("restore", restore);
+      timed("restore_sharded", restore_sharded);
     } else {
+      timed("restore_sharded", restore_sharded);
       timed("restore", restore);
       timed("raw_read", raw_r);
     }
@@ -254,14 +346,14 @@ int main(int argc, char** argv) {
                  name, ranks, mib, objects, reps, med[name], *std::max_element(v.begin(), v.end()),
                  total_gib / med[name]);
     }
-    fmt::print("{{\"name\": \"ckpt_bandwidth/checkpoint_vs_raw_collective\", \"ratio\": {:.3f}, \"unit\": "
-               "\"time ratio\"}}\n",
-               med["checkpoint"] / med["raw_collective"]);
-    fmt::print("{{\"name\": \"ckpt_bandwidth/checkpoint_vs_raw_independent\", \"ratio\": {:.3f}, \"unit\": "
-               "\"time ratio\"}}\n",
-               med["checkpoint"] / med["raw_independent"]);
-    fmt::print("{{\"name\": \"ckpt_bandwidth/restore_vs_raw_read\", \"ratio\": {:.3f}, \"unit\": \"time ratio\"}}\n",
-               med["restore"] / med["raw_read"]);
+    // The ways timed in this run against their raw counterparts (time ratios).
+    for (const auto& [way, raw] : {std::pair{"checkpoint", "raw_collective"}, std::pair{"checkpoint", "raw_independent"},
+                                   std::pair{"sharded", "raw_independent"}, std::pair{"restore", "raw_read"},
+                                   std::pair{"restore_sharded", "raw_read"}}) {
+      if (!med.count(way) || !med.count(raw)) continue;
+      fmt::print("{{\"name\": \"ckpt_bandwidth/{}_vs_{}\", \"ratio\": {:.3f}, \"unit\": \"time ratio\"}}\n", way, raw,
+                 med[way] / med[raw]);
+    }
     fmt::print("{{\"name\": \"ckpt_bandwidth/crc32c_one_rank\", \"mib\": {}, \"seconds\": {:.4f}, \"gib_per_s\": "
                "{:.2f}}}\n",
                mib, crc_s, static_cast<double>(bytes) / (1 << 30) / crc_s);

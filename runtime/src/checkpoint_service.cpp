@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <utility>
 #include <signal.h>
+#include <unistd.h>
 #include <cstdio>
 
 #include "brisk/checkpoint/checkpoint.hpp"
@@ -26,9 +27,8 @@ std::int64_t now_ns() {
 }
 }  // namespace
 
-RuntimeCheckpoints::RuntimeCheckpoints(int rank, std::string dir, int keep, std::chrono::seconds every,
-                                       std::function<void(std::uint64_t)> announce)
-    : rank_(rank), dir_(std::move(dir)), keep_(keep), announce_(std::move(announce)), every_(every), last_ns_(now_ns()) {
+RuntimeCheckpoints::RuntimeCheckpoints(int rank, std::string dir, int keep, std::chrono::seconds every, Peers peers)
+    : rank_(rank), dir_(std::move(dir)), keep_(keep), peers_(std::move(peers)), every_(every), last_ns_(now_ns()) {
   MPI_Comm_dup(MPI_COMM_WORLD, &comm_);
   // Every rank catches it (a launcher may signal all of them); rank 0's flag counts.
   struct sigaction sa {};
@@ -142,49 +142,17 @@ std::uint64_t RuntimeCheckpoints::write() {
   if (data_.templates) {
     if (auto t = data_.templates(); !t.empty()) values[kTemplatesValue] = std::move(t);
   }
-  Status committed;
-  bool alone = lost_rank() >= 0;
-  if (!alone) {
-    // The data objects: every command done, and each rank told what it writes.
-    if (data_.prepare) {
-      if (auto table = data_.prepare(sequence); !table.empty()) values[kDataSetsValue] = std::move(table);
-    }
-    // Into the collective, unless a loss was marked meanwhile (stop_writing() and
-    // this take the same lock, so exactly one of them sees the other).
-    {
-      std::lock_guard lock(loss_mutex_);
-      alone = lost_rank_ >= 0;
-      writing_ = !alone;
-    }
-    if (!alone) {
-      struct Out {
-        RuntimeCheckpoints* self;
-        ~Out() {
-          std::lock_guard lock(self->loss_mutex_);
-          self->writing_ = false;
-        }
-      } out{this};
-      if (announce_) announce_(sequence);
-      committed = commit(comm_, sequence, std::move(values), data_.objects ? data_.objects(sequence) : ObjectList{});
-    } else {
-      values.erase(kDataSetsValue);
-    }
+
+  // The data objects: every command done, and each rank told what it writes.
+  if (data_.prepare) {
+    if (auto table = data_.prepare(sequence); !table.empty()) values[kDataSetsValue] = std::move(table);
   }
-  if (alone) {
-    // The other ranks cannot take part in a collective any more: rank 0 gathers
-    // every partition and writes the file alone.
-    const int lost = lost_rank();
-    if (!std::exchange(skip_reported_, true)) {
-      std::fprintf(stderr,
-                   "brisk: rank 0 writes checkpoints alone from now on (rank %d was lost, and a checkpoint written by "
-                   "every rank together would wait for it): every data partition is gathered to rank 0 first\n",
-                   lost);
-    }
-    std::vector<std::pair<std::string, std::vector<std::byte>>> objects;
-    if (data_.gather) {
-      if (auto table = data_.gather(objects); !table.empty()) values[kDataSetsValue] = std::move(table);
-    }
-    committed = commit(MPI_COMM_SELF, sequence, std::move(values), std::move(objects));
+  Status committed;
+  if (peers_.sharded) {
+    committed = write_sharded(sequence, std::move(values));
+  } else {
+    if (peers_.announce) peers_.announce(sequence, std::string());
+    committed = commit(comm_, sequence, std::move(values), data_.objects ? data_.objects(sequence) : ObjectList{});
   }
   if (!committed.ok()) {
     throw Error(fmt::format("brisk::checkpoint::now: checkpoint {} failed: {}", sequence, committed.message()));
@@ -196,8 +164,164 @@ std::uint64_t RuntimeCheckpoints::write() {
   return sequence;
 }
 
-Status RuntimeCheckpoints::participate(std::uint64_t sequence) {
-  return commit(comm_, sequence, {}, data_.objects ? data_.objects(sequence) : ObjectList{});
+namespace {
+// A sharded part's report: (sequence, tag, status code, message, shard file,
+// [(name, size, crc32c)]).
+using ShardList = std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>>;
+}  // namespace
+
+Status RuntimeCheckpoints::participate(std::uint64_t sequence, const std::string& tag) {
+  ObjectList objects = data_.objects ? data_.objects(sequence) : ObjectList{};
+  if (tag.empty()) return commit(comm_, sequence, {}, std::move(objects));
+  Status status;
+  std::string shard;
+  ShardList list;
+  if (!objects.empty()) {
+    shard = checkpoint_shard_name(sequence, tag, rank_);
+    auto written = write_checkpoint_shard(dir_, shard, objects);
+    if (written.ok()) {
+      for (auto& e : *written) list.emplace_back(std::move(e.name), e.size, e.crc32c);
+    } else {
+      status = written.status();
+    }
+  }
+  if (before_report_) before_report_();
+  Writer w;
+  w(sequence, tag, static_cast<std::uint8_t>(status.code()), status.message(), shard, list);
+  if (peers_.report) peers_.report(w.bytes());
+  return status;
+}
+
+void RuntimeCheckpoints::on_report(int from, std::span<const std::byte> bytes) {
+  Report report;
+  std::uint64_t sequence = 0;
+  std::string tag;
+  try {
+    std::uint8_t code = 0;
+    std::string message;
+    Reader r(bytes);
+    r(sequence, tag, code, message, report.shard, report.objects);
+    if (r.remaining() != 0) throw SerializationError(fmt::format("{} bytes left over", r.remaining()));
+    if (code > static_cast<std::uint8_t>(StatusCode::kInternal)) throw SerializationError("bad status code");
+    report.status = Status(static_cast<StatusCode>(code), std::move(message));
+    if (!report.shard.empty() && report.shard != checkpoint_shard_name(sequence, tag, from)) {
+      throw SerializationError(fmt::format("shard name {} is not rank {}'s", report.shard, from));
+    }
+  } catch (const std::exception& e) {
+    // Without a readable sequence the report cannot be matched: it counts as this
+    // rank's answer to the attempt in progress.
+    std::lock_guard lock(report_mutex_);
+    sequence = report_sequence_;
+    tag = report_tag_;
+    report = Report{internal_error(fmt::format("rank {}'s checkpoint report is malformed: {}", from, e.what())), "", {}};
+  }
+  std::lock_guard lock(report_mutex_);
+  if (sequence == 0 || sequence != report_sequence_ || tag != report_tag_) return;  // an abandoned attempt's
+  reports_[from] = std::move(report);
+  report_cv_.notify_all();
+}
+
+void RuntimeCheckpoints::on_loss(int lost) {
+  std::lock_guard lock(report_mutex_);
+  lost_.push_back(lost);
+  report_cv_.notify_all();
+}
+
+Status RuntimeCheckpoints::write_sharded(std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values) {
+  // The attempt's tag: new every time (a rank's shard of an abandoned attempt may
+  // still be written after rank 0 gave up on it).
+  static std::atomic<std::uint64_t> attempts{0};
+  const std::string tag = fmt::format("{:x}{:x}", static_cast<std::uint64_t>(::getpid()) & 0xffffff,
+                                      (static_cast<std::uint64_t>(now_ns()) << 8) + (attempts++ & 0xff));
+  std::vector<int> expected;
+  {
+    std::lock_guard lock(report_mutex_);
+    report_sequence_ = sequence;
+    report_tag_ = tag;
+    reports_.clear();
+    // Every rank not known dead, including one whose death the loss handler has not
+    // reported yet (it never answers; its on_loss() comes, after the data plane's
+    // abort, and drops the attempt when its partitions were in it).
+    for (int r = 1; r < peers_.size; ++r) {
+      if (std::find(lost_.begin(), lost_.end(), r) == lost_.end()) expected.push_back(r);
+    }
+  }
+  struct Done {
+    RuntimeCheckpoints* self;
+    ~Done() {
+      std::lock_guard lock(self->report_mutex_);
+      self->report_sequence_ = 0;
+      self->reports_.clear();
+    }
+  } done{this};
+  const auto drop_shards = [&] {
+    for (int r = 0; r < peers_.size; ++r) {
+      std::error_code ec;
+      std::filesystem::remove(std::filesystem::path(dir_) / checkpoint_shard_name(sequence, tag, r), ec);
+    }
+  };
+  if (peers_.announce) peers_.announce(sequence, tag);
+  // Rank 0's own objects go into the checkpoint file itself.
+  ObjectList own = data_.objects ? data_.objects(sequence) : ObjectList{};
+
+  std::map<int, Report> reports;
+  {
+    std::unique_lock lock(report_mutex_);
+    for (;;) {
+      std::vector<int> missing;
+      for (int r : expected) {
+        if (!reports_.count(r)) missing.push_back(r);
+      }
+      if (missing.empty()) break;
+      int dead = -1;
+      for (int r : missing) {
+        if (std::find(lost_.begin(), lost_.end(), r) != lost_.end()) dead = r;
+      }
+      if (dead >= 0) {
+        lock.unlock();
+        try {
+          if (data_.interrupted) data_.interrupted(dead);  // throws DataRollback when data objects are in use
+        } catch (...) {
+          drop_shards();
+          std::fprintf(stderr, "brisk: rank 0: checkpoint %llu is abandoned: rank %d died before it wrote its part\n",
+                       static_cast<unsigned long long>(sequence), dead);
+          throw;
+        }
+        lock.lock();
+        expected.erase(std::remove(expected.begin(), expected.end(), dead), expected.end());
+        continue;
+      }
+      report_cv_.wait_for(lock, std::chrono::milliseconds(10));
+    }
+    reports = reports_;
+  }
+
+  Status status;
+  CheckpointWriter::Options options;
+  options.keep = static_cast<std::size_t>(keep_);
+  options.ranks = peers_.size;
+  auto writer = CheckpointWriter::begin(MPI_COMM_SELF, dir_, sequence, options);
+  status = writer.status();
+  for (const auto& [r, report] : reports) {
+    if (!status.ok()) break;
+    if (!report.status.ok()) {
+      status = Status(report.status.code(), fmt::format("rank {}: {}", r, report.status.message()));
+      break;
+    }
+    for (const auto& [name, size, crc] : report.objects) {
+      status = writer->add_shard_object(CheckpointShardEntry{name, size, crc}, report.shard, r);
+      if (!status.ok()) break;
+    }
+  }
+  for (auto& [name, bytes] : values) {
+    if (status.ok()) status = writer->add_driver_bytes(name, std::move(bytes));
+  }
+  for (auto& [name, bytes] : own) {
+    if (status.ok()) status = writer->add_object(name, std::move(bytes));
+  }
+  if (status.ok()) status = writer->commit();
+  if (!status.ok()) drop_shards();
+  return status;
 }
 
 Status RuntimeCheckpoints::commit(MPI_Comm comm, std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values,

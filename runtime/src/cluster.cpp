@@ -49,6 +49,7 @@ enum : std::uint8_t {
   kCtlCheckpoint = 7,     // rank 0: take part in checkpoint N
   kCtlLocate = 8,         // a borrower asks the owner where an object's copy is now (its holder died)
   kCtlLocated = 9,        // the owner's answer: the new copy, or why there is none
+  kCtlCheckpointReport = 10,  // to rank 0: this rank's part of a checkpoint (RuntimeCheckpoints)
 };
 
 // Task spec routes.
@@ -392,18 +393,31 @@ void Cluster::announce_end(int code) {
   send_to_live_ranks(w.bytes());
 }
 
-void Cluster::announce_checkpoint(std::uint64_t sequence) {
+void Cluster::announce_checkpoint(std::uint64_t sequence, const std::string& tag) {
   Writer w;
-  w(static_cast<std::uint8_t>(kCtlCheckpoint), sequence);
+  w(static_cast<std::uint8_t>(kCtlCheckpoint), sequence, tag);
   send_to_live_ranks(w.bytes());
 }
 
-int Cluster::wait_for_end(const std::function<void(std::uint64_t)>& on_checkpoint) {
+void Cluster::send_checkpoint_report(std::span<const std::byte> report) {
+  std::vector<std::byte> p{std::byte{kCtlCheckpointReport}};
+  p.insert(p.end(), report.begin(), report.end());
+  send_frame(Rank{0}, FrameKind::kControl, std::move(p));
+}
+
+int Cluster::wait_for_end(const std::function<void(std::uint64_t, const std::string&)>& on_checkpoint) {
   std::chrono::microseconds nap{50};
   int code;
   while ((code = end_code_.load(std::memory_order_acquire)) == kNoEnd) {
-    if (const std::uint64_t seq = checkpoint_request_.exchange(0, std::memory_order_acq_rel); seq && on_checkpoint) {
-      on_checkpoint(seq);
+    std::uint64_t seq = 0;
+    std::string tag;
+    {
+      std::lock_guard lock(checkpoint_mutex_);
+      seq = std::exchange(checkpoint_sequence_, 0);
+      tag = std::move(checkpoint_tag_);
+    }
+    if (seq && on_checkpoint) {
+      on_checkpoint(seq, tag);
       nap = std::chrono::microseconds(50);
       continue;
     }
@@ -2044,10 +2058,16 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
     case kCtlCheckpoint:
       read_control(from, body, "checkpoint request", [&](Reader& r) {
         std::uint64_t sequence = 0;
-        r(sequence);
+        std::string tag;
+        r(sequence, tag);
         if (sequence == 0) throw SerializationError("checkpoint sequence 0");
-        checkpoint_request_.store(sequence, std::memory_order_release);
+        std::lock_guard lock(checkpoint_mutex_);
+        checkpoint_sequence_ = sequence;
+        checkpoint_tag_ = std::move(tag);
       });
+      return;
+    case kCtlCheckpointReport:
+      if (checkpoint_report_handler_) checkpoint_report_handler_(from, body);
       return;
     case kCtlLocate:
       read_control(from, body, "object locate request", [&](Reader& r) { handle_locate(from, r); });
@@ -2063,8 +2083,8 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
         end_code_.store(code, std::memory_order_release);
         if (after_death || any_rank_lost()) {
           // After a death this rank's main thread may be stuck in an MPI collective
-          // that can never finish (a checkpoint being written): if it has not left
-          // in 2 s, leave without it.
+          // that can never finish (a user's own, say): if it has not left in 2 s,
+          // leave without it.
           std::thread([code, self = self_.value] {
             std::this_thread::sleep_for(std::chrono::seconds(2));
             std::fprintf(stderr, "brisk: rank %d: leaving with the job's end (code %d); this rank was blocked\n", self, code);

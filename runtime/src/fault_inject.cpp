@@ -19,8 +19,8 @@ namespace brisk {
 namespace {
 
 constexpr const char* kExpected =
-    "expected kill:RANK:MIN-MAX[:SEED] (milliseconds), kill-at-task:RANK:MIN-MAX[:SEED] (data tasks) or "
-    "checkpoint-stall";
+    "expected kill:RANK:MIN-MAX[:SEED] (milliseconds), kill-at-task:RANK:MIN-MAX[:SEED] (data tasks), "
+    "kill-in-checkpoint:RANK:MIN-MAX[:SEED] (checkpoints) or checkpoint-stall";
 
 template <class T>
 std::optional<T> number(std::string_view s) {
@@ -63,10 +63,17 @@ StatusOr<std::optional<KillPlan>> parse_fault_inject(std::string_view value) {
     return invalid_argument(fmt::format("BRISK_FAULT_INJECT='{}': {} ({})", value, why, kExpected));
   };
   const auto parts = split(value, ':');
-  if (parts[0] != "kill" && parts[0] != "kill-at-task") return bad(fmt::format("unknown injection '{}'", parts[0]));
-  if (parts.size() < 3 || parts.size() > 4) return bad("wrong number of fields");
   KillPlan plan;
-  plan.unit = parts[0] == "kill" ? KillPlan::Unit::kMilliseconds : KillPlan::Unit::kDataTasks;
+  if (parts[0] == "kill") {
+    plan.unit = KillPlan::Unit::kMilliseconds;
+  } else if (parts[0] == "kill-at-task") {
+    plan.unit = KillPlan::Unit::kDataTasks;
+  } else if (parts[0] == "kill-in-checkpoint") {
+    plan.unit = KillPlan::Unit::kCheckpointParts;
+  } else {
+    return bad(fmt::format("unknown injection '{}'", parts[0]));
+  }
+  if (parts.size() < 3 || parts.size() > 4) return bad("wrong number of fields");
   const auto rank = number<int>(parts[1]);
   if (!rank || *rank < 0) return bad(fmt::format("'{}' is not a rank", parts[1]));
   plan.rank = *rank;
@@ -97,11 +104,16 @@ StatusOr<std::vector<KillPlan>> parse_fault_injects(std::string_view value) {
 std::function<void()> arm_fault_injection(const KillPlan& plan, int rank) {
   if (rank != plan.rank) return {};
   const int point = plan.delay_ms();
-  if (plan.unit == KillPlan::Unit::kDataTasks) {
+  if (plan.unit != KillPlan::Unit::kMilliseconds) {
     auto left = std::make_shared<std::atomic<int>>(std::max(1, point));
-    return [left, point, rank] {
+    const std::string when = plan.unit == KillPlan::Unit::kDataTasks
+                                 ? fmt::format("at its data task {}", point)
+                                 : fmt::format("in checkpoint part {} it writes, its shard written and not yet "
+                                               "reported",
+                                               point);
+    return [left, when, rank] {
       if (left->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-      die(rank, fmt::format("at its data task {}", point));
+      die(rank, when);
     };
   }
   std::thread([point, rank] {
@@ -109,6 +121,18 @@ std::function<void()> arm_fault_injection(const KillPlan& plan, int rank) {
     die(rank, fmt::format("{} ms after the start", point));
   }).detach();
   return {};
+}
+
+std::function<void()> arm_fault_injections(const std::vector<KillPlan>& plans, KillPlan::Unit unit, int rank) {
+  std::vector<std::function<void()>> hooks;
+  for (const KillPlan& p : plans) {
+    if (p.unit != unit) continue;
+    if (auto hook = arm_fault_injection(p, rank)) hooks.push_back(std::move(hook));
+  }
+  if (hooks.empty()) return {};
+  return [hooks = std::move(hooks)] {
+    for (const auto& h : hooks) h();
+  };
 }
 
 }  // namespace brisk

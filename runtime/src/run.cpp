@@ -133,15 +133,7 @@ std::string gpu_text(int n) { return n == 0 ? "none" : std::to_string(n); }
 // Kills at a data task (BRISK_FAULT_INJECT=kill-at-task:...): the data plane calls
 // them as each task starts. Set before any message can arrive.
 void arm_task_kills(const std::vector<KillPlan>& plans, int rank, RuntimeDataPlane& data) {
-  std::vector<std::function<void()>> at_task;
-  for (const KillPlan& p : plans) {
-    if (p.unit != KillPlan::Unit::kDataTasks) continue;
-    if (auto hook = arm_fault_injection(p, rank)) at_task.push_back(std::move(hook));
-  }
-  if (at_task.empty()) return;
-  data.set_task_hook([hooks = std::move(at_task)] {
-    for (const auto& h : hooks) h();
-  });
+  if (auto hook = arm_fault_injections(plans, KillPlan::Unit::kDataTasks, rank)) data.set_task_hook(std::move(hook));
 }
 
 // Rank 0, after the driver threw DataRollback: the data plane starts a new epoch
@@ -290,28 +282,16 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     cluster->set_data_handler([d = data.get()](Rank from, std::span<const std::byte> p) { d->receive(from.value, p); });
     // A rank lost while data objects are in use: the driver's data calls throw
     // DataRollback, and the driver runs again from the last checkpoint (below). A
-    // checkpoint being written cannot finish (its collective waits for the dead
-    // rank): then the job ends at once and says where to resume from.
-    cluster->set_loss_handler([c = cluster.get(), d = data.get(), ck = checkpoints_ptr, dir = options.checkpoint_dir](Rank lost) {
-      RuntimeCheckpoints* cp = ck->load(std::memory_order_acquire);
-      // No checkpoint starts a collective from now on; is one in it already?
-      if (cp && cp->stop_writing(lost.value)) {
-        std::fprintf(stderr,
-                     "brisk: rank 0: rank %d was lost while a checkpoint was being written, which cannot finish "
-                     "without it; the job ends; %s\n",
-                     lost.value, checkpoint_note(dir).c_str());
-        std::fflush(nullptr);
-        c->announce_end(1);
-        std::thread([] {
-          std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the end notices go out
-          std::fflush(nullptr);
-          std::_Exit(1);
-        }).detach();
-        return;
-      }
+    // checkpoint being written (sharded on ucx, no collective) gives up on the dead
+    // rank's part.
+    cluster->set_loss_handler([d = data.get(), ck = checkpoints_ptr](Rank lost) {
       // Whether or not the driver has used data objects yet (it may be creating its
       // first data set now): a data call throws, or the first one starts a new epoch.
       d->abort(lost.value);
+      if (RuntimeCheckpoints* cp = ck->load(std::memory_order_acquire)) cp->on_loss(lost.value);
+    });
+    cluster->set_checkpoint_report_handler([ck = checkpoints_ptr](Rank from, std::span<const std::byte> report) {
+      if (RuntimeCheckpoints* cp = ck->load(std::memory_order_acquire)) cp->on_report(from.value, report);
     });
     data->set_rollback_limit(std::chrono::milliseconds(std::max(10000, 5 * options.failure_timeout_ms)));
     arm_task_kills(kill_plans, rank, *data);
@@ -332,21 +312,23 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   }
 
   // Checkpoints: every rank duplicates the communicator now (collectively); rank 0
-  // restores the driver's values when asked to.
+  // restores the driver's values when asked to. On ucx, where the job runs through
+  // a dead rank, checkpoints are sharded (no collective a dead rank could block).
+  RuntimeCheckpoints::Peers peers;
+  if (cluster) {
+    peers.size = size;
+    peers.sharded = options.transport == TransportKind::kUcx;
+    peers.announce = [c = cluster.get()](std::uint64_t seq, const std::string& tag) { c->announce_checkpoint(seq, tag); };
+    peers.report = [c = cluster.get()](std::span<const std::byte> report) { c->send_checkpoint_report(report); };
+  }
   RuntimeCheckpoints checkpoints(rank, options.checkpoint_dir, options.checkpoint_keep,
-                                 std::chrono::seconds(options.checkpoint_every_s),
-                                 cluster ? std::function<void(std::uint64_t)>(
-                                               [c = cluster.get()](std::uint64_t seq) { c->announce_checkpoint(seq); })
-                                         : std::function<void(std::uint64_t)>());
+                                 std::chrono::seconds(options.checkpoint_every_s), std::move(peers));
   node.context().checkpoints = &checkpoints;
   checkpoints_ptr->store(&checkpoints, std::memory_order_release);
-  if (cluster) {
-    // A loss the handler saw before the service existed.
-    for (int r = 0; r < size; ++r) {
-      if (cluster->rank_lost(Rank{r})) {
-        (void)checkpoints.stop_writing(r);
-        break;
-      }
+  if (cluster && rank == 0) {
+    // Losses the handler saw before the service existed.
+    for (int r = 1; r < size; ++r) {
+      if (cluster->rank_lost(Rank{r})) checkpoints.on_loss(r);
     }
   }
   {
@@ -357,8 +339,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
       hooks.restored_templates = [d = data.get()](const std::string& file, std::span<const std::byte> bytes) {
         d->restore_templates(file, bytes);
       };
-      hooks.gather = [d = data.get()](RuntimeCheckpoints::ObjectList& objects) {
-        return d->used() ? d->gather_checkpoint(objects) : std::vector<std::byte>{};
+      // A rank died before it wrote its part: its partitions are gone with it.
+      hooks.interrupted = [d = data.get()](int lost) {
+        if (d->used()) throw DataRollback{lost};
       };
       hooks.restored = [d = data.get()](const std::string& file, std::span<const std::byte> table) {
         if (!table.empty()) d->restore_from(file, table);
@@ -368,6 +351,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     checkpoints.set_data_hooks(std::move(hooks));
     checkpoints.set_exit_after_signal(options.checkpoint_exit);
     checkpoints.set_every_instantiations(options.checkpoint_instantiations);
+    if (auto hook = arm_fault_injections(kill_plans, KillPlan::Unit::kCheckpointParts, rank)) {
+      checkpoints.set_before_report(std::move(hook));
+    }
   }
   for (const KillPlan& p : kill_plans) {
     if (p.unit == KillPlan::Unit::kMilliseconds) arm_fault_injection(p, rank);
@@ -422,8 +408,8 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     if (rank == 0) {
       cluster->announce_end(exit_code);
     } else {
-      exit_code = cluster->wait_for_end([&checkpoints, rank](std::uint64_t seq) {
-        if (Status s = checkpoints.participate(seq); !s.ok()) {
+      exit_code = cluster->wait_for_end([&checkpoints, rank](std::uint64_t seq, const std::string& tag) {
+        if (Status s = checkpoints.participate(seq, tag); !s.ok()) {
           std::fprintf(stderr, "brisk: rank %d: checkpoint %llu failed: %s\n", rank, static_cast<unsigned long long>(seq),
                        s.message().c_str());
         }

@@ -379,17 +379,6 @@ std::vector<std::byte> DataController::plan_checkpoint(std::uint64_t sequence) {
   return table;
 }
 
-std::vector<std::byte> DataController::gather_checkpoint(std::vector<std::pair<std::string, std::vector<std::byte>>>& objects) {
-  sync();
-  std::vector<std::pair<std::string, std::uint64_t>> keys;
-  auto table = checkpoint_table([&](std::uint32_t slot, CheckpointPart part) {
-    const detail::DataAccess a = access_of(slot);
-    keys.emplace_back(std::move(part.name), fetch_start(a.dataset, a.part));
-  });
-  for (auto& [name, key] : keys) objects.emplace_back(std::move(name), fetch_wait(key));
-  return table;
-}
-
 CheckpointTemplate DataController::template_record(const ControllerTemplate& t) const {
   CheckpointTemplate out;
   out.name = t.name;

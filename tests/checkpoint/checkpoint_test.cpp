@@ -591,6 +591,162 @@ TEST(CheckpointTest, NameClashAcrossRanksFailsOnEveryRank) {
   EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
+// A checkpoint without collectives, as the runtime writes it on ucx: every rank
+// writes its shard alone, rank 0 learns what they hold and commits the file alone.
+Status commit_sharded(const fs::path& dir, std::uint64_t seq, const std::string& tag, std::size_t keep = 3) {
+  const std::string shard = brisk::checkpoint_shard_name(seq, tag, g_rank);
+  std::vector<std::pair<std::string, std::vector<std::byte>>> objects;
+  objects.emplace_back("part-" + std::to_string(g_rank), pattern(100000 + 1000 * static_cast<std::size_t>(g_rank), g_rank));
+  objects.emplace_back("empty-" + std::to_string(g_rank), std::vector<std::byte>());
+  auto written = write_checkpoint_shard(dir, shard, objects);
+  int ok = written.ok() ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!written.ok()) return written.status();
+  if (!ok) return internal_error("another rank's shard failed");
+  // What each holds, to rank 0 (the runtime sends it over its transport).
+  std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> list;
+  for (const auto& e : *written) list.emplace_back(e.name, e.size, e.crc32c);
+  const std::vector<std::byte> mine = to_bytes(list);
+  int n = static_cast<int>(mine.size());
+  std::vector<int> counts(static_cast<std::size_t>(g_ranks)), displs(static_cast<std::size_t>(g_ranks));
+  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < g_ranks; ++r) {
+    displs[static_cast<std::size_t>(r)] = total;
+    total += counts[static_cast<std::size_t>(r)];
+  }
+  std::vector<std::byte> all(static_cast<std::size_t>(total));
+  MPI_Gatherv(mine.data(), n, MPI_BYTE, all.data(), counts.data(), displs.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+  Status status;
+  if (g_rank == 0) {
+    status = [&]() -> Status {
+      auto w = CheckpointWriter::begin(MPI_COMM_SELF, dir, seq, {.keep = keep, .ranks = g_ranks});
+      if (!w.ok()) return w.status();
+      for (int r = 0; r < g_ranks; ++r) {
+        auto list = from_bytes<std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>>>(
+            std::span(all).subspan(static_cast<std::size_t>(displs[static_cast<std::size_t>(r)]),
+                                   static_cast<std::size_t>(counts[static_cast<std::size_t>(r)])));
+        for (auto& [name, size, crc] : list) {
+          if (Status s = w->add_shard_object({name, size, crc}, brisk::checkpoint_shard_name(seq, tag, r), r); !s.ok()) {
+            return s;
+          }
+        }
+      }
+      if (Status s = w->save("sequence", seq); !s.ok()) return s;
+      return w->commit();
+    }();
+  }
+  int code = static_cast<int>(status.code());
+  MPI_Bcast(&code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  return g_rank == 0 ? status : Status(static_cast<StatusCode>(code), "on rank 0");
+}
+
+// Shard files in `dir`: ckpt-<seq>.<tag>.r<rank>.h5 (a checkpoint has one dot).
+std::vector<std::string> shard_files(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ckpt-", 0) == 0 && name.ends_with(".h5") && std::count(name.begin(), name.end(), '.') == 3) {
+      out.push_back(name);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(CheckpointTest, ShardsWrittenAloneRoundTripThroughLinks) {
+  ScratchDir dir;
+  ASSERT_TRUE(commit_sharded(dir.path(), 3, "a1").ok());
+  auto reader = CheckpointReader::open(dir / "ckpt-000003.h5");
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  EXPECT_EQ(reader->info().ranks, g_ranks);
+  EXPECT_TRUE(reader->verify().ok());
+  for (int r = 0; r < g_ranks; ++r) {
+    const std::string name = "part-" + std::to_string(r);
+    const CheckpointEntry* e = reader->find(CheckpointSection::kObjects, name);
+    ASSERT_NE(e, nullptr) << name;
+    EXPECT_EQ(e->rank, r);
+    EXPECT_EQ(e->file, brisk::checkpoint_shard_name(3, "a1", r));
+    EXPECT_GE(e->file_offset, 0);
+    auto bytes = reader->read_object(name);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().to_string();
+    EXPECT_EQ(*bytes, pattern(100000 + 1000 * static_cast<std::size_t>(r), r));
+    auto empty = reader->read_object("empty-" + std::to_string(r));
+    ASSERT_TRUE(empty.ok()) << empty.status().to_string();
+    EXPECT_TRUE(empty->empty());
+  }
+  EXPECT_EQ(reader->load<std::uint64_t>("sequence").value(), 3u);
+  EXPECT_EQ(shard_files(dir.path()).size(), static_cast<std::size_t>(g_ranks));
+  // A shard name is no checkpoint name.
+  EXPECT_EQ(sequences_in(dir.path()), std::vector<std::uint64_t>{3});
+}
+
+TEST(CheckpointTest, ShardsOfFailedAttemptsAndDroppedCheckpointsArePruned) {
+  ScratchDir dir;
+  ASSERT_TRUE(commit_sharded(dir.path(), 1, "x1", 2).ok());
+  if (g_rank == 0) {
+    // A failed attempt at sequence 2 (its commit never came) and one at 1, whose
+    // checkpoint stays (the attempt's shard goes with that checkpoint).
+    std::ofstream(dir / brisk::checkpoint_shard_name(2, "dead", 0)) << "half a shard";
+    std::ofstream(dir / brisk::checkpoint_shard_name(1, "dead", 1)) << "half a shard";
+    // A newer sequence's, which some writer may still be making.
+    std::ofstream(dir / brisk::checkpoint_shard_name(9, "busy", 0)) << "in progress";
+  }
+  barrier();
+  ASSERT_TRUE(commit_sharded(dir.path(), 2, "x2", 2).ok());
+  std::vector<std::string> expected;
+  for (std::uint64_t seq : {1, 2}) {
+    for (int r = 0; r < g_ranks; ++r) expected.push_back(brisk::checkpoint_shard_name(seq, seq == 1 ? "x1" : "x2", r));
+  }
+  expected.push_back(brisk::checkpoint_shard_name(9, "busy", 0));
+  expected.push_back(brisk::checkpoint_shard_name(1, "dead", 1));
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(shard_files(dir.path()), expected);
+  barrier();  // before any rank writes the next shard
+  // keep = 2: checkpoint 1 goes, and its shards with it.
+  ASSERT_TRUE(commit_sharded(dir.path(), 3, "x3", 2).ok());
+  EXPECT_EQ(sequences_in(dir.path()), (std::vector<std::uint64_t>{2, 3}));
+  for (int r = 0; r < g_ranks; ++r) EXPECT_FALSE(fs::exists(dir / brisk::checkpoint_shard_name(1, "x1", r)));
+  EXPECT_FALSE(fs::exists(dir / brisk::checkpoint_shard_name(1, "dead", 1)));
+  EXPECT_FALSE(fs::exists(dir / brisk::checkpoint_shard_name(2, "dead", 0)));
+  EXPECT_TRUE(fs::exists(dir / brisk::checkpoint_shard_name(2, "x2", 0)));
+}
+
+TEST(CheckpointTest, AMissingOrDamagedShardIsDetectedAndTheOlderOneIsUsed) {
+  ScratchDir dir;
+  ASSERT_TRUE(commit_sharded(dir.path(), 1, "k1").ok());
+  ASSERT_TRUE(commit_sharded(dir.path(), 2, "k2").ok());
+  ASSERT_TRUE(commit_sharded(dir.path(), 3, "k3").ok());
+  const int victim = g_ranks - 1;
+  if (g_rank == 0) {
+    // A bit flipped in the data of checkpoint 3's last shard, and checkpoint 2's gone.
+    std::int64_t offset = -1;
+    {
+      auto r = CheckpointReader::open(dir / "ckpt-000003.h5");
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      offset = r->find(CheckpointSection::kObjects, "part-" + std::to_string(victim))->file_offset;
+    }
+    ASSERT_GT(offset, 0);
+    flip_byte(dir / brisk::checkpoint_shard_name(3, "k3", victim), offset + 777);
+    fs::remove(dir / brisk::checkpoint_shard_name(2, "k2", victim));
+
+    auto damaged = CheckpointReader::open(dir / "ckpt-000003.h5");
+    ASSERT_TRUE(damaged.ok());
+    const Status v = damaged->verify();
+    EXPECT_NE(v.message().find("checksum mismatch in /objects/part-" + std::to_string(victim)), std::string::npos)
+        << v.message();
+    auto missing = CheckpointReader::open(dir / "ckpt-000002.h5");
+    ASSERT_FALSE(missing.ok());
+    EXPECT_NE(missing.status().message().find(brisk::checkpoint_shard_name(2, "k2", victim)), std::string::npos)
+        << missing.status().message();
+    auto latest = CheckpointReader::open_latest(dir.path());
+    ASSERT_TRUE(latest.ok()) << latest.status().to_string();
+    EXPECT_EQ(latest->reader.info().sequence, 1u);
+    EXPECT_EQ(latest->skipped.size(), 2u);
+  }
+  barrier();
+}
+
 TEST(CheckpointTest, RanksThatDisagreeOnTheSequenceFailTogether) {
   if (g_ranks < 2) GTEST_SKIP() << "needs 2 ranks";
   ScratchDir dir;

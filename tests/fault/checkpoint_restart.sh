@@ -15,7 +15,7 @@ run --brisk-checkpoint-dir="$scratch/a" --die-at=4 > "$scratch/a.log"
 grep -q "dying after checkpoint 4" "$scratch/a.log" || fail "the first run did not die after checkpoint 4"
 grep -q "final sum" "$scratch/a.log" && fail "the first run finished"
 out=$(run --brisk-checkpoint-dir="$scratch/a" --brisk-restore=latest)
-echo "$out" | grep -q "resuming at step 4" || fail "no resume at step 4: $out"
+grep -q "resuming at step 4" <<<"$out" || fail "no resume at step 4: $out"
 [ "$(echo "$out" | grep "final sum")" = "$whole" ] || fail "restarted: $(echo "$out" | grep "final sum"), expected $whole"
 echo "restarted from checkpoint 4: same sum"
 
@@ -24,26 +24,26 @@ newest="$scratch/b/ckpt-000006.h5"
 [ -f "$newest" ] || fail "no $newest"
 truncate -s 1000 "$newest"
 out=$(run --brisk-checkpoint-dir="$scratch/b" --brisk-restore=latest)
-echo "$out" | grep -q "skipped checkpoint .*ckpt-000006.h5" || fail "the truncated checkpoint was not reported: $out"
-echo "$out" | grep -q "resuming at step 5" || fail "no resume at step 5: $out"
+grep -q "skipped checkpoint .*ckpt-000006.h5" <<<"$out" || fail "the truncated checkpoint was not reported: $out"
+grep -q "resuming at step 5" <<<"$out" || fail "no resume at step 5: $out"
 [ "$(echo "$out" | grep "final sum")" = "$whole" ] || fail "after the skip: $(echo "$out" | grep "final sum"), expected $whole"
 echo "truncated newest checkpoint skipped, restarted from 5: same sum"
 
 out=$(run --brisk-checkpoint-dir="$scratch/c" --on-request --signal-at=3 --steps=6)
-echo "$out" | grep -q "checkpoint 1 at step 3" || fail "SIGUSR1 did not request a checkpoint at step 3: $out"
-[ "$(ls "$scratch/c" | grep -c '^ckpt-.*\.h5$')" = 1 ] || fail "expected one checkpoint in $scratch/c: $(ls "$scratch/c")"
+grep -q "checkpoint 1 at step 3" <<<"$out" || fail "SIGUSR1 did not request a checkpoint at step 3: $out"
+[ "$(ls "$scratch/c" | grep -c '^ckpt-[0-9]*\.h5$')" = 1 ] || fail "expected one checkpoint in $scratch/c: $(ls "$scratch/c")"
 echo "SIGUSR1 requested one checkpoint"
 
 # With --brisk-checkpoint-exit the signalled checkpoint ends the job (exit 75, for a
 # requeue) and the rerun finishes with the uninterrupted sum.
 out=$(run --brisk-checkpoint-dir="$scratch/d" --on-request --signal-at=3 --brisk-checkpoint-exit=on; echo "exit $?")
-echo "$out" | grep -q "exit 75" || fail "the signalled checkpoint did not end the job with 75: $out"
-echo "$out" | grep -q "final sum" && fail "the job went on after the signalled checkpoint: $out"
+grep -q "exit 75" <<<"$out" || fail "the signalled checkpoint did not end the job with 75: $out"
+grep -q "final sum" <<<"$out" && fail "the job went on after the signalled checkpoint: $out"
 out=$(run --brisk-checkpoint-dir="$scratch/d" --on-request --brisk-checkpoint-exit=on --brisk-restore=latest)
-echo "$out" | grep -q "resuming at step 3" || fail "no resume at step 3 after the checkpoint exit: $out"
+grep -q "resuming at step 3" <<<"$out" || fail "no resume at step 3 after the checkpoint exit: $out"
 [ "$(echo "$out" | grep "final sum")" = "$whole" ] || fail "after the checkpoint exit: $(echo "$out" | grep "final sum"), expected $whole"
 echo "signalled checkpoint ended the job with 75; the rerun finished with the same sum"
 
 out=$(run --brisk-checkpoint-dir="$scratch/none" --brisk-restore=latest)
-echo "$out" | grep -q "brisk: cannot restore" || fail "restoring from an empty directory did not fail clearly: $out"
+grep -q "brisk: cannot restore" <<<"$out" || fail "restoring from an empty directory did not fail clearly: $out"
 echo "checkpoint restart test OK"

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# physbam_restart.sh PROGRAM SCRATCH MPIEXEC [transport]
+# physbam_restart.sh PROGRAM SCRATCH MPIEXEC [transport [BRISK_CKPT]]
 # physbam_brisk checkpoints its data objects (the blocks and every partition ever
 # written) after each frame; a run restarted from a checkpoint, on the same or on
 # another number of ranks, with templates on or off, prints the same frames as an
 # uninterrupted run; a truncated newest checkpoint is skipped for the one before.
 # With ucx, a rank SIGKILLed mid-run (BRISK_FAULT_INJECT) does not end the job: its
 # data move to a surviving rank, the driver runs again from the last checkpoint, and
-# the job ends like the uninterrupted run.
+# the job ends like the uninterrupted run; so too when it dies while a checkpoint is
+# being written.
 set -uo pipefail
-prog=$1 scratch=$2 mpiexec=$3 transport=${4:-mpi}
+# Outputs are captured and searched with grep -q <<<"$out": under pipefail, `echo "$out" |
+# grep -q` fails when grep exits early and echo is cut off (SIGPIPE) on long outputs.
+prog=$1 scratch=$2 mpiexec=$3 transport=${4:-mpi} ckpt_tool=${5:-brisk-ckpt}
 args=(--grid=20 --blocks=2 --frame-dt=0.08 --quiet --brisk-transport="$transport")
 run() {  # run RANKS ARGS...
   local n=$1; shift
@@ -27,7 +30,7 @@ check() {  # check NAME RANKS ARGS...: frame 3 of a restarted run equals the who
   local name=$1 n=$2; shift 2
   local out
   out=$(run "$n" --frames=3 --brisk-checkpoint-dir="$scratch/ck" --brisk-restore=latest "$@")
-  echo "$out" | grep -q "resuming at frame 3" || fail "$name: no resume at frame 3: $out"
+  grep -q "resuming at frame 3" <<<"$out" || fail "$name: no resume at frame 3: $out"
   [ "$(echo "$out" | grep '^frame ')" = "$(sed -n 3p "$scratch/whole")" ] || fail "$name: $(echo "$out" | grep '^frame '), expected $(sed -n 3p "$scratch/whole")"
   echo "$name: frame 3 as in the uninterrupted run"
 }
@@ -37,8 +40,8 @@ check "1 rank" 1
 
 truncate -s 2000 "$scratch/ck/ckpt-000002.h5"
 out=$(run 2 --frames=3 --brisk-checkpoint-dir="$scratch/ck" --brisk-restore=latest)
-echo "$out" | grep -q "skipped checkpoint .*ckpt-000002.h5" || fail "the truncated checkpoint was not reported: $out"
-echo "$out" | grep -q "resuming at frame 2" || fail "no resume at frame 2: $out"
+grep -q "skipped checkpoint .*ckpt-000002.h5" <<<"$out" || fail "the truncated checkpoint was not reported: $out"
+grep -q "resuming at frame 2" <<<"$out" || fail "no resume at frame 2: $out"
 [ "$(echo "$out" | grep '^frame ')" = "$(sed -n 2,3p "$scratch/whole")" ] || fail "from checkpoint 1: $(echo "$out" | grep '^frame ')"
 echo "truncated newest checkpoint skipped, frames 2 and 3 as in the uninterrupted run"
 
@@ -54,27 +57,36 @@ if [ "$transport" = ucx ]; then
           --enable-recovery --mca orte_abort_on_non_zero_status 0 -n "$n" "$prog" "${args[@]}" --frames=30 \
           --brisk-checkpoint-dir="$scratch/ck30" "$@" 2>&1)
     echo "$out" > "$scratch/killed-${n}ranks.log"  # kept for a look after a failure
-    echo "$out" | grep -q "rank 2: BRISK_FAULT_INJECT kills this rank now" ||
+    grep -q "rank 2: BRISK_FAULT_INJECT kills this rank now" <<<"$out" ||
       fail "$name: rank 2 was not killed by the injection: $(echo "$out" | grep -v '^frame' | tail -15)"
-    echo "$out" | grep -q "rank 2 was lost while the job used data objects; the job goes on without it" ||
+    grep -q "rank 2 was lost while the job used data objects; the job goes on without it" <<<"$out" ||
       fail "$name: no rollback: $(echo "$out" | grep -v '^frame' | tail -15)"
     [ "$(echo "$out" | grep '^frame ' | tail -1)" = "$(cat "$scratch/whole30")" ] ||
       fail "$name: $(echo "$out" | grep '^frame ' | tail -1), expected $(cat "$scratch/whole30")"
     echo "$name: the job ran through the killed rank to the uninterrupted run's last frame"
   }
   killed "killed after a checkpoint" 3 kill-at-task:2:12000-15000:3 --checkpoint-frames=5
-  echo "$out" | grep -q "the driver runs again from .*ckpt-00000[0-9].h5" || fail "not rolled back to a checkpoint: $out"
-  echo "$out" | grep -q "resuming at frame [1-9][0-9]*" || fail "the driver did not resume from the checkpoint: $out"
-  echo "$out" | grep -q "rank 0 writes checkpoints alone from now on" || fail "no checkpoints after the loss: $out"
-  echo "$out" | grep -q "checkpoint [0-9]* after frame 30" || fail "no checkpoint after the last frame: $out"
+  grep -q "the driver runs again from .*ckpt-00000[0-9].h5" <<<"$out" || fail "not rolled back to a checkpoint: $out"
+  grep -q "resuming at frame [1-9][0-9]*" <<<"$out" || fail "the driver did not resume from the checkpoint: $out"
+  grep -q "checkpoint [0-9]* after frame 30" <<<"$out" || fail "no checkpoint after the last frame: $out"
+  verified=$("$ckpt_tool" verify "$scratch/ck30" 2>&1)
+  grep -q "^OK .*ckpt-" <<<"$verified" || fail "the checkpoints written after the loss do not verify: $verified"
+  # Killed while a checkpoint is written: its shard on disk, its report not sent. Rank
+  # 0 drops that checkpoint and rolls back to the one before.
+  killed "killed while writing its part of checkpoint 2" 3 kill-in-checkpoint:2:2-2 --checkpoint-frames=5
+  grep -q "checkpoint 2 is abandoned: rank 2 died before it wrote its part" <<<"$out" ||
+    fail "checkpoint 2 was not abandoned: $out"
+  grep -q "the driver runs again from .*ckpt-000001.h5" <<<"$out" || fail "not rolled back to checkpoint 1: $out"
+  left=$(ls "$scratch/ck30")
+  grep -q '^ckpt-000002\.[0-9a-z]*\.r' <<<"$left" && fail "the abandoned checkpoint left shards: $left"
   killed "killed before any checkpoint, no templates" 3 kill-at-task:2:2000-4000:3 --checkpoint-frames=5 --brisk-templates=off
-  echo "$out" | grep -q "the driver runs again from the beginning" || fail "not rolled back to the start: $out"
+  grep -q "the driver runs again from the beginning" <<<"$out" || fail "not rolled back to the start: $out"
   # Two ranks killed one after the other: the second loss rolls back to a checkpoint
-  # that rank 0 wrote alone after the first.
+  # written after the first (the survivors write the moved ranks' shards).
   killed "two ranks killed in turn" 4 kill-at-task:2:8000-8000,kill-at-task:3:30000-30000 --checkpoint-frames=5
-  echo "$out" | grep -q "rank 3 was lost while the job used data objects.*rank 3's partitions and tasks to" ||
+  grep -q "rank 3 was lost while the job used data objects.*rank 3's partitions and tasks to" <<<"$out" ||
     fail "no rollback after the second loss: $out"
-  echo "$out" | grep -q "rank 3 was lost.*the driver runs again from .*ckpt-00000[2-9].h5" ||
+  grep -q "rank 3 was lost.*the driver runs again from .*ckpt-00000[2-9].h5" <<<"$out" ||
     fail "the second loss did not roll back to a checkpoint written after the first: $out"
 fi
 echo "physbam restart test OK"

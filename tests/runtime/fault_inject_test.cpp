@@ -52,6 +52,22 @@ TEST(FaultInject, SeveralInjectionsAreSeparatedByCommas) {
   EXPECT_NE(bad.status().message().find("'x' is not a rank"), std::string::npos) << bad.status().message();
 }
 
+TEST(FaultInject, AKillInACheckpointIsArmedApartFromTaskKills) {
+  auto p = parse_fault_injects("kill-in-checkpoint:1:3-3,kill-at-task:1:50-50");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->size(), 2u);
+  EXPECT_EQ((*p)[0].unit, KillPlan::Unit::kCheckpointParts);
+  EXPECT_EQ((*p)[0].delay_ms(), 3);
+  // Each unit gets its own hook, only on the rank named.
+  EXPECT_TRUE(arm_fault_injections(*p, KillPlan::Unit::kCheckpointParts, 1));
+  EXPECT_FALSE(arm_fault_injections(*p, KillPlan::Unit::kCheckpointParts, 0));
+  EXPECT_FALSE(arm_fault_injections(*p, KillPlan::Unit::kMilliseconds, 1));
+  // Calling the hook before the drawn part does nothing.
+  auto hook = arm_fault_injections(*p, KillPlan::Unit::kCheckpointParts, 1);
+  hook();
+  hook();
+}
+
 TEST(FaultInject, OtherInjectionsAreNotKills) {
   for (const char* v : {"", "checkpoint-stall"}) {
     auto p = parse_fault_inject(v);

@@ -624,8 +624,11 @@ int drive() {
     // Slurm sends before a time limit, or --brisk-checkpoint-every).
     if ((checkpoint_frames > 0 && f % checkpoint_frames == 0) || brisk::checkpoint::requested()) {
       brisk::checkpoint::save("frame", f);
+      const auto t0 = std::chrono::steady_clock::now();
       const auto seq = brisk::checkpoint::now();
-      std::printf("physbam_brisk: checkpoint %llu after frame %d\n", static_cast<unsigned long long>(seq), f);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("physbam_brisk: checkpoint %llu after frame %d (%.1f ms)\n", static_cast<unsigned long long>(seq), f,
+                  ms);
       std::fflush(stdout);
     }
     if (!h5.empty()) {

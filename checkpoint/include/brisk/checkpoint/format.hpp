@@ -9,7 +9,9 @@
 //                     ranks (u32), sequence (u64), created_unix_ns (i64),
 //                     created (string, ISO 8601 UTC), brisk_version (string),
 //                     manifest_crc32c (u32, see below)
-//   /objects/<name>   live objects and data partitions, written by the rank that held them
+//   /objects/<name>   live objects and data partitions, written by the rank that held them;
+//                     either a dataset in this file or an HDF5 external link to the
+//                     same path in a shard file of this checkpoint (below)
 //   /driver/<name>    values the driver saved (brisk::to_bytes encodings)
 //   /meta/<name>      anything else, opaque blobs (lineage cut, template definitions)
 //   /manifest         one record per dataset above, sorted by path:
@@ -22,12 +24,22 @@
 // brisk_version, records}) with records a std::vector of std::tuple{path, size,
 // crc32c, rank}: it covers the attributes and the manifest, so metadata damage is
 // detected too. Checksums are CRC-32C (Castagnoli), as brisk::crc32c.
+//
+// Shards: a job can write its objects without any collective (the brisk runtime does
+// on the ucx backend, so that a rank dying mid-checkpoint blocks nobody): each rank
+// writes its own file ckpt-<sequence>.<tag>.r<rank>.h5 next to the checkpoint, with
+// its objects at the same paths, and rank 0 writes the checkpoint file alone, with
+// external links to them. <tag> is new for every attempt, so a shard never changes
+// once a checkpoint links it; the checkpoint's rename still commits everything. The
+// manifest covers the linked datasets like the others; readers follow the links
+// (h5dump shows a link as EXTERNAL_LINK and `h5dump -d PATH` prints its data).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "brisk/core/status.hpp"
@@ -57,7 +69,10 @@ struct CheckpointEntry {
   std::uint64_t size = 0;     // bytes
   std::uint32_t crc32c = 0;   // of the bytes
   int rank = 0;               // the rank that wrote it
-  // Where the bytes start in the file (from HDF5, not the manifest); -1 when the
+  // The shard file that holds the bytes (its name, in the checkpoint's directory),
+  // or "" when the checkpoint file itself does.
+  std::string file;
+  // Where the bytes start in that file (from HDF5, not the manifest); -1 when the
   // dataset is empty. For forensics and tests: `dd` can reach the data there.
   std::int64_t file_offset = -1;
 };
@@ -80,6 +95,10 @@ struct CheckpointFile {
 
 // "ckpt-000042.h5" for sequence 42 (more digits when the sequence needs them).
 std::string checkpoint_file_name(std::uint64_t sequence);
+
+// "ckpt-000042.<tag>.r3.h5": rank 3's shard of checkpoint 42, attempt <tag>
+// (letters and digits). Not a checkpoint name: list_checkpoints skips it.
+std::string checkpoint_shard_name(std::uint64_t sequence, std::string_view tag, int rank);
 
 // The checkpoints in `dir` (files named ckpt-<digits>.h5; .tmp files and anything
 // else are ignored), oldest first. Nothing is opened. Errors: kNotFound when `dir`

@@ -65,12 +65,31 @@ namespace brisk {
 // Fault injection: with BRISK_FAULT_INJECT=checkpoint-stall in its environment, a
 // writer stops for 60 s right after it created its temporary file (tests kill it
 // there, mid-commit).
+// One dataset of a shard file.
+struct CheckpointShardEntry {
+  std::string name;  // under /objects, as given
+  std::uint64_t size = 0;
+  std::uint32_t crc32c = 0;
+};
+
+// Writes `objects` as /objects/<name> datasets into the shard file <dir>/<file>
+// (see format.hpp), alone: HDF5's POSIX driver, no MPI. Creates `dir` (and its
+// parents) when missing. The file is flushed to disk before this returns. Returns each dataset's size and checksum, for the rank that
+// commits the checkpoint (CheckpointWriter::add_shard_object). Errors name the file:
+// kInvalidArgument for a bad or repeated name, kUnavailable for I/O.
+StatusOr<std::vector<CheckpointShardEntry>> write_checkpoint_shard(
+    const std::filesystem::path& dir, const std::string& file,
+    const std::vector<std::pair<std::string, std::vector<std::byte>>>& objects);
+
 class CheckpointWriter {
  public:
   struct Options {
     // Checkpoints kept in the directory after a commit, the new one included
     // (the highest sequences stay); 0 keeps all.
     std::size_t keep = 3;
+    // The job's rank count, written as the `ranks` attribute; 0: the size of the
+    // communicator (a rank 0 committing alone what shards hold passes the job's).
+    int ranks = 0;
   };
 
   // Collective over `comm`. Creates `dir` (and its parents) when missing. Errors:
@@ -94,6 +113,13 @@ class CheckpointWriter {
   // kFailedPrecondition after commit().
   Status add_object(std::string_view name, std::span<const std::byte> bytes);
   Status add_object(std::string_view name, std::vector<std::byte>&& bytes);
+
+  // Adds /objects/<name> as an external link to the same path in `shard_file` (a
+  // name in the checkpoint's directory, from checkpoint_shard_name), which rank
+  // `rank` of the job wrote with write_checkpoint_shard; `entry` is what that call
+  // reported. The shard must be complete and flushed before commit(). Local; errors
+  // as add_object.
+  Status add_shard_object(const CheckpointShardEntry& entry, std::string_view shard_file, int rank);
 
   // Serializes `value` with brisk::to_bytes into /driver/<name> (read it back with
   // CheckpointReader::load<T>). Usually called on rank 0 by the driver; any rank

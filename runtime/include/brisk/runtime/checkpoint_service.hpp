@@ -1,15 +1,25 @@
 // brisk/runtime/checkpoint_service.hpp — brisk::checkpoint for brisk::run.
 //
-// Rank 0's driver saves values and calls write(); the other ranks take part in the
-// collective commit when told (Cluster::wait_for_end runs participate() on their
-// main thread). Every rank makes its service at start, collectively (it duplicates
-// MPI_COMM_WORLD for the checkpoint files' I/O).
+// Rank 0's driver saves values and calls write(); the other ranks write their parts
+// when told (Cluster::wait_for_end runs participate() on their main thread). Two
+// ways to write one checkpoint file (format.hpp):
+//   - collective (the mpi backend, where a dead rank ends the job anyway): every
+//     rank writes into one file with parallel HDF5;
+//   - sharded (the ucx backend): each rank writes its own shard file alone and
+//     reports it to rank 0 over the transport; rank 0 commits the checkpoint file
+//     with links to the shards. No collective is involved, so a rank dying while a
+//     checkpoint is written blocks nobody: rank 0 drops the attempt (its shards are
+//     deleted) and, when data objects are in use, the driver rolls back to the last
+//     checkpoint, which the failed attempt never touched.
+// Every rank makes its service at start, collectively (it duplicates MPI_COMM_WORLD
+// for the collective way).
 #pragma once
 
 #include <mpi.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -17,6 +27,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "brisk/core/detail/context.hpp"
@@ -26,12 +37,20 @@ namespace brisk {
 
 class RuntimeCheckpoints final : public detail::CheckpointService {
  public:
-  // Collective. `announce(seq)` asks the other ranks to take part (may be empty
-  // for a one-rank job).
-  // Installs a SIGUSR1 handler that makes requested() true (rank 0); `every` > 0
-  // makes it true that long after the last checkpoint too.
-  RuntimeCheckpoints(int rank, std::string dir, int keep, std::chrono::seconds every,
-                     std::function<void(std::uint64_t)> announce);
+  // How the ranks of a multi-rank job reach each other (all empty for one rank).
+  struct Peers {
+    int size = 1;
+    bool sharded = false;
+    // Rank 0: asks every live rank for its part of checkpoint `seq` (`tag` "" for
+    // the collective way).
+    std::function<void(std::uint64_t seq, const std::string& tag)> announce;
+    // Another rank: sends its report (see participate) to rank 0, whose
+    // on_report() gets it.
+    std::function<void(std::span<const std::byte>)> report;
+  };
+  // Collective. Installs a SIGUSR1 handler that makes requested() true (rank 0);
+  // `every` > 0 makes it true that long after the last checkpoint too.
+  RuntimeCheckpoints(int rank, std::string dir, int keep, std::chrono::seconds every, Peers peers);
   ~RuntimeCheckpoints() override;
 
   // Rank 0, at start: loads `what` ("latest" or a file). Prints which checkpoint
@@ -44,39 +63,37 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   std::uint64_t restored_sequence() const noexcept override { return restored_sequence_; }
   bool requested() const noexcept override;
 
-  // A rank died (ucx): a checkpoint is written by every rank together (parallel HDF5
-  // over MPI_COMM_WORLD, which a dead rank blocks), so from now on rank 0 gathers
-  // the data partitions (DataHooks::gather) and writes alone, with a message. Any
-  // thread.
-  // Returns whether write() is inside a collective commit now (which the death then
-  // blocks for good); either that collective started before the loss was marked, or
-  // none starts after it.
-  bool stop_writing(int lost_rank) noexcept {
-    std::lock_guard lock(loss_mutex_);
-    lost_rank_ = lost_rank;
-    return writing_;
-  }
+  // Rank 0, any thread (the cluster's loss handler, after the data plane's abort;
+  // at start, for ranks lost before this service existed): rank `lost` died. A
+  // sharded write waiting for its report gives up on it, and later ones do not ask it.
+  void on_loss(int lost);
+  // Rank 0, the progress thread: a report from rank `from` (participate()).
+  void on_report(int from, std::span<const std::byte> report);
   // Rank 0, for a rollback: the driver's values come back from the checkpoint this
   // run wrote or restored last (its data sets with them), or, if there is none,
   // nothing is restored and the driver starts from the beginning. Returns the file,
   // or "" for none.
   StatusOr<std::string> roll_back();
 
-  // Other ranks: their part of checkpoint `sequence` (collective with write()).
-  Status participate(std::uint64_t sequence);
+  // Other ranks: their part of checkpoint `sequence`: with an empty tag, the
+  // collective commit with write(); else their shard, written alone and reported.
+  Status participate(std::uint64_t sequence, const std::string& tag);
+  // Fault injection: called once a shard is written, before its report goes.
+  void set_before_report(std::function<void()> hook) { before_report_ = std::move(hook); }
 
   // Data objects in checkpoints (runtime/data_plane.hpp). `prepare(seq)` runs on rank
   // 0 before the others are asked and returns a value kept with the checkpoint;
   // `objects(seq)` gives each rank's objects to write; `restored(file, value)` gets
   // that value back at a restart.
-  // `gather(objects)` (rank 0, after a loss) returns the same value as prepare and
-  // fetches every partition into `objects`, for a checkpoint rank 0 writes alone.
+  // `interrupted(lost)` (rank 0) runs when a rank died before reporting its part of
+  // a sharded checkpoint: it throws DataRollback when the data plane is in use (the
+  // dead rank's partitions are gone); otherwise the checkpoint goes on without it.
   using ObjectList = std::vector<std::pair<std::string, std::vector<std::byte>>>;
   struct DataHooks {
     std::function<std::vector<std::byte>(std::uint64_t)> prepare;
     std::function<ObjectList(std::uint64_t)> objects;
     std::function<void(const std::string&, std::span<const std::byte>)> restored;
-    std::function<std::vector<std::byte>(ObjectList&)> gather;
+    std::function<void(int)> interrupted;
     // Another driver value kept with each checkpoint (the template definitions), and
     // what gets it back at a restart.
     std::function<std::vector<std::byte>()> templates;
@@ -99,11 +116,13 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
  private:
   Status commit(MPI_Comm comm, std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values,
                 ObjectList objects);
+  // Rank 0: the sharded way (see above).
+  Status write_sharded(std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values);
 
   int rank_;
   std::string dir_;
   int keep_;
-  std::function<void(std::uint64_t)> announce_;
+  Peers peers_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   mutable std::mutex mutex_;
   std::map<std::string, std::vector<std::byte>> pending_;   // saved for the next checkpoint
@@ -117,15 +136,20 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   int instantiations_ = 0;  // since the last checkpoint this counter asked for
   std::atomic<std::int64_t> last_ns_;  // steady clock of the last checkpoint (or the start)
   std::string last_path_;               // the checkpoint written or restored last ("" none)
-  // The lost rank stop_writing() marked, or -1.
-  int lost_rank() const {
-    std::lock_guard lock(loss_mutex_);
-    return lost_rank_;
-  }
-  mutable std::mutex loss_mutex_;  // lost_rank_ and writing_ change together
-  int lost_rank_ = -1;     // stop_writing()
-  bool writing_ = false;   // inside a collective commit
-  bool skip_reported_ = false;  // the message about writing alone
+  std::function<void()> before_report_;
+
+  // Rank 0: the sharded write in progress, and what the ranks reported.
+  struct Report {
+    Status status;
+    std::string shard;  // "" when the rank had nothing to write
+    std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> objects;  // name, size, crc32c
+  };
+  std::mutex report_mutex_;
+  std::condition_variable report_cv_;
+  std::uint64_t report_sequence_ = 0;  // the attempt reports are taken for (0: none)
+  std::string report_tag_;
+  std::map<int, Report> reports_;
+  std::vector<int> lost_;  // on_loss(), in order
 };
 
 }  // namespace brisk

@@ -134,11 +134,19 @@ class Cluster final : public detail::Executor,
   // Rank 0: tells every live rank the driver's exit code.
   void announce_end(int code);
   // Other ranks: waits (sleeping, polling) until rank 0 announces the end; returns
-  // its code, or kDriverLost when rank 0 died. Meanwhile runs `on_checkpoint(seq)`
-  // on the calling thread when rank 0 asks for checkpoint `seq`.
-  int wait_for_end(const std::function<void(std::uint64_t)>& on_checkpoint = {});
-  // Rank 0: asks every live rank to take part in checkpoint `sequence`.
-  void announce_checkpoint(std::uint64_t sequence);
+  // its code, or kDriverLost when rank 0 died. Meanwhile runs
+  // `on_checkpoint(seq, tag)` on the calling thread when rank 0 asks for its part of
+  // checkpoint `seq` (see RuntimeCheckpoints).
+  int wait_for_end(const std::function<void(std::uint64_t, const std::string&)>& on_checkpoint = {});
+  // Rank 0: asks every live rank for its part of checkpoint `sequence`; `tag` names
+  // the attempt ("" for a collective one).
+  void announce_checkpoint(std::uint64_t sequence, const std::string& tag);
+  // Another rank: reports its part of a checkpoint to rank 0, whose handler gets the
+  // bytes on its progress thread (set before start()).
+  void send_checkpoint_report(std::span<const std::byte> report);
+  void set_checkpoint_report_handler(std::function<void(Rank, std::span<const std::byte>)> handler) {
+    checkpoint_report_handler_ = std::move(handler);
+  }
   static constexpr int kDriverLost = -1000;
   // Whether any rank of the job died (MPI collectives would then hang).
   bool any_rank_lost() const noexcept { return any_lost_.load(std::memory_order_acquire); }
@@ -307,6 +315,7 @@ class Cluster final : public detail::Executor,
   LocalScheduler& local_;
   std::function<void(Rank, std::span<const std::byte>)> data_handler_;
   std::function<void(Rank)> loss_handler_;
+  std::function<void(Rank, std::span<const std::byte>)> checkpoint_report_handler_;
   EventLog* events_;
   Config config_;
   Rank self_;
@@ -358,7 +367,10 @@ class Cluster final : public detail::Executor,
   std::unique_ptr<std::atomic<bool>[]> lost_seen_;  // per rank: its loss is being handled
   std::atomic<bool> any_lost_{false};
   std::atomic<int> end_code_{kNoEnd};
-  std::atomic<std::uint64_t> checkpoint_request_{0};
+  // The last checkpoint request from rank 0, not yet taken by wait_for_end.
+  std::mutex checkpoint_mutex_;
+  std::uint64_t checkpoint_sequence_ = 0;  // 0: none
+  std::string checkpoint_tag_;
   bool keep_specs_ = false;  // the transport reports dead ranks: keep specs to replay
   std::mutex lineage_mutex_;
   std::unordered_map<ObjectId, Lineage> lineage_;

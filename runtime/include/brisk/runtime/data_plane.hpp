@@ -96,11 +96,6 @@ class RuntimeDataPlane final : public detail::DataPlane {
   // Checkpoints (runtime/checkpoint_service). Rank 0: drain, plan who writes which
   // partition into checkpoint `sequence`; the data-set table to keep with it.
   std::vector<std::byte> prepare_checkpoint(std::uint64_t sequence);
-  // Rank 0, for a checkpoint it writes alone: the data-set table, and every
-  // partition fetched here into `objects`.
-  std::vector<std::byte> gather_checkpoint(std::vector<std::pair<std::string, std::vector<std::byte>>>& objects) {
-    return controller("brisk::checkpoint::now").gather_checkpoint(objects);
-  }
   // Every rank: the partitions of the logical ranks it serves for checkpoint
   // `sequence`, as (object name, bytes).
   std::vector<std::pair<std::string, std::vector<std::byte>>> checkpoint_objects(std::uint64_t sequence);

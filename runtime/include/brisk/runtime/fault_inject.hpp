@@ -2,12 +2,15 @@
 //
 //   BRISK_FAULT_INJECT=kill:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=kill-at-task:RANK:MIN-MAX[:SEED]
+//   BRISK_FAULT_INJECT=kill-in-checkpoint:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=kill-at-task:2:100-200,kill-at-task:3:900-1000   (several)
 //
 // Rank RANK SIGKILLs itself at a time drawn uniformly from [MIN, MAX] milliseconds
 // after the driver starts (kill), or as it starts the N-th data task it runs, N
 // drawn from [MIN, MAX] (kill-at-task: a point in the computation that does not
-// depend on timing), from a generator seeded with SEED (default 1), so that a
+// depend on timing), or in the N-th checkpoint it writes a part of, once its shard
+// is on disk and before rank 0 hears of it (kill-in-checkpoint: the ucx backend's
+// sharded checkpoints), from a generator seeded with SEED (default 1), so that a
 // failing run can be repeated. Every rank parses the value; a malformed one stops
 // the job at start with a message naming what was wrong. The value
 // `checkpoint-stall` belongs to the checkpoint writer and is accepted here.
@@ -24,13 +27,14 @@
 namespace brisk {
 
 struct KillPlan {
-  enum class Unit { kMilliseconds, kDataTasks };
+  enum class Unit { kMilliseconds, kDataTasks, kCheckpointParts };
   Unit unit = Unit::kMilliseconds;
   int rank = 0;
   int min_ms = 0;
   int max_ms = 0;
   std::uint64_t seed = 1;
-  // The point drawn from the seed, in [min_ms, max_ms] (milliseconds or data tasks).
+  // The point drawn from the seed, in [min_ms, max_ms] (milliseconds, data tasks or
+  // checkpoints).
   int delay_ms() const;
 };
 
@@ -41,9 +45,12 @@ StatusOr<std::optional<KillPlan>> parse_fault_inject(std::string_view value);
 StatusOr<std::vector<KillPlan>> parse_fault_injects(std::string_view value);
 
 // If `rank` is plan.rank: with milliseconds, starts a detached thread that SIGKILLs
-// this process after plan.delay_ms(); with data tasks, returns a function to call as
-// each data task starts, which SIGKILLs the process at the drawn one. It says so on
-// stderr first.
+// this process after plan.delay_ms(); with data tasks (checkpoints), returns a
+// function to call as each data task starts (as each checkpoint part is written),
+// which SIGKILLs the process at the drawn one. It says so on stderr first.
 std::function<void()> arm_fault_injection(const KillPlan& plan, int rank);
+// The plans of `unit` for `rank` armed together: one function that calls each, or
+// an empty one when there are none.
+std::function<void()> arm_fault_injections(const std::vector<KillPlan>& plans, KillPlan::Unit unit, int rank);
 
 }  // namespace brisk

@@ -77,10 +77,6 @@ class DataController {
   // written, by one rank that holds its latest version. Returns the data-set table
   // the checkpoint keeps as its kDataSetsValue driver value.
   std::vector<std::byte> plan_checkpoint(std::uint64_t sequence);
-  // The same table, with every partition that plan_checkpoint would have a rank
-  // write fetched to this rank instead, into `objects` as (object name, bytes): for
-  // a checkpoint that rank 0 writes alone.
-  std::vector<std::byte> gather_checkpoint(std::vector<std::pair<std::string, std::vector<std::byte>>>& objects);
   // Restart: the data sets of the restored checkpoint `file` (its kDataSetsValue).
   // A data set created later under one of these names gets the partitions back (its
   // home ranks read them from the file) and its versions. Throws on a bad table.
