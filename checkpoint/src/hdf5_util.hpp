@@ -121,8 +121,10 @@ std::string iso8601_utc(std::int64_t unix_ns);
 // Most bytes per H5Dread/H5Dwrite call: keeps every MPI-IO or POSIX request under
 // 2 GiB (int counts).
 inline constexpr std::uint64_t kIoSlabBytes = std::uint64_t{1} << 30;
-// Shard files a reader keeps open (HDF5's external file cache; one per writing rank).
-inline constexpr unsigned kShardFilesKeptOpen = 1024;
+// Shard files a reader keeps open (HDF5's external file cache, least recently used
+// out): a rank restores mostly from a few shards; bounded well under the usual limit
+// of 1024 open files.
+inline constexpr unsigned kShardFilesKeptOpen = 64;
 // verify()'s buffer: checksums are computed slab by slab, memory stays small.
 inline constexpr std::uint64_t kVerifySlabBytes = std::uint64_t{64} << 20;
 

@@ -360,7 +360,8 @@ Status CheckpointWriter::Impl::write_file(const std::vector<JobEntry>& job, std:
                 // broadcasts, instead of every rank reading the same blocks.
                 H5Pset_all_coll_metadata_ops(fapl.get(), true) < 0 ||
                 H5Pset_coll_metadata_write(fapl.get(), true) < 0)) ||
-      (!mpio && H5Pset_fapl_sec2(fapl.get()) < 0) ||
+      // No file locking, as the reader: flock fails on some parallel file systems.
+      (!mpio && (H5Pset_fapl_sec2(fapl.get()) < 0 || H5Pset_file_locking(fapl.get(), false, true) < 0)) ||
       // Datasets of 1 MiB or more start on a 1 MiB boundary: whole stripes on
       // parallel file systems, at most 1 MiB of padding each.
       H5Pset_alignment(fapl.get(), hsize_t{1} << 20, hsize_t{1} << 20) < 0) {
@@ -633,7 +634,7 @@ StatusOr<std::vector<CheckpointShardEntry>> write_checkpoint_shard(
       return unavailable(fmt::format("{}: cannot create the directory: {}", where, ec.message()));
     }
     Handle fapl = plist_handle(H5Pcreate(H5P_FILE_ACCESS));
-    if (!fapl.valid() || H5Pset_fapl_sec2(fapl.get()) < 0 ||
+    if (!fapl.valid() || H5Pset_fapl_sec2(fapl.get()) < 0 || H5Pset_file_locking(fapl.get(), false, true) < 0 ||
         H5Pset_alignment(fapl.get(), hsize_t{1} << 20, hsize_t{1} << 20) < 0) {
       return fail("cannot set up the file access properties");
     }

@@ -173,6 +173,8 @@ std::uint64_t DataSetBase::fetch_start(std::size_t p) const {
   return detail::require_data_plane("brisk::DataSet::fetch").fetch_start(id_, static_cast<std::uint32_t>(p));
 }
 
+int data_ranks() { return detail::require_data_plane("brisk::data_ranks").size(); }
+
 bool DataSetBase::restored() const { return detail::require_data_plane("brisk::DataSet::restored").restored(id_); }
 
 std::vector<std::byte> DataSetBase::fetch_bytes(std::size_t p) const {

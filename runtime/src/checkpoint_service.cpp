@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <utility>
 #include <signal.h>
@@ -171,19 +172,32 @@ using ShardList = std::vector<std::tuple<std::string, std::uint64_t, std::uint32
 }  // namespace
 
 Status RuntimeCheckpoints::participate(std::uint64_t sequence, const std::string& tag) {
-  ObjectList objects = data_.objects ? data_.objects(sequence) : ObjectList{};
-  if (tag.empty()) return commit(comm_, sequence, {}, std::move(objects));
+  if (tag.empty()) {
+    ObjectList objects = data_.objects ? data_.objects(sequence) : ObjectList{};
+    return commit(comm_, sequence, {}, std::move(objects));
+  }
+  // Rank 0 waits for this report: it goes whatever happens here.
   Status status;
   std::string shard;
   ShardList list;
-  if (!objects.empty()) {
-    shard = checkpoint_shard_name(sequence, tag, rank_);
-    auto written = write_checkpoint_shard(dir_, shard, objects);
-    if (written.ok()) {
-      for (auto& e : *written) list.emplace_back(std::move(e.name), e.size, e.crc32c);
-    } else {
-      status = written.status();
+  try {
+    if (!std::all_of(tag.begin(), tag.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; })) {
+      throw Error(fmt::format("checkpoint {}: the attempt's tag '{}' is not letters and digits", sequence, tag));
     }
+    ObjectList objects = data_.objects ? data_.objects(sequence) : ObjectList{};
+    if (!objects.empty()) {
+      shard = checkpoint_shard_name(sequence, tag, rank_);
+      auto written = write_checkpoint_shard(dir_, shard, objects);
+      if (written.ok()) {
+        for (auto& e : *written) list.emplace_back(std::move(e.name), e.size, e.crc32c);
+      } else {
+        status = written.status();
+      }
+    }
+  } catch (const std::exception& e) {
+    status = internal_error(fmt::format("rank {}'s part of checkpoint {}: {}", rank_, sequence, e.what()));
+    shard.clear();
+    list.clear();
   }
   if (before_report_) before_report_();
   Writer w;
@@ -204,16 +218,20 @@ void RuntimeCheckpoints::on_report(int from, std::span<const std::byte> bytes) {
     if (r.remaining() != 0) throw SerializationError(fmt::format("{} bytes left over", r.remaining()));
     if (code > static_cast<std::uint8_t>(StatusCode::kInternal)) throw SerializationError("bad status code");
     report.status = Status(static_cast<StatusCode>(code), std::move(message));
-    if (!report.shard.empty() && report.shard != checkpoint_shard_name(sequence, tag, from)) {
-      throw SerializationError(fmt::format("shard name {} is not rank {}'s", report.shard, from));
+    if (report.shard.empty() ? !report.objects.empty()
+                             : report.shard != checkpoint_shard_name(sequence, tag, from)) {
+      throw SerializationError(fmt::format("shard name '{}' is not rank {}'s or lists no objects", report.shard, from));
     }
   } catch (const std::exception& e) {
     // Without a readable sequence the report cannot be matched: it counts as this
-    // rank's answer to the attempt in progress.
+    // rank's answer to the attempt in progress, unless the rank answered already.
+    std::fprintf(stderr, "brisk: rank 0: a malformed checkpoint report from rank %d: %s\n", from, e.what());
     std::lock_guard lock(report_mutex_);
-    sequence = report_sequence_;
-    tag = report_tag_;
-    report = Report{internal_error(fmt::format("rank {}'s checkpoint report is malformed: {}", from, e.what())), "", {}};
+    if (report_sequence_ == 0 || reports_.count(from)) return;
+    reports_[from] =
+        Report{internal_error(fmt::format("rank {}'s checkpoint report is malformed: {}", from, e.what())), "", {}};
+    report_cv_.notify_all();
+    return;
   }
   std::lock_guard lock(report_mutex_);
   if (sequence == 0 || sequence != report_sequence_ || tag != report_tag_) return;  // an abandoned attempt's
@@ -239,27 +257,33 @@ Status RuntimeCheckpoints::write_sharded(std::uint64_t sequence, std::map<std::s
     report_sequence_ = sequence;
     report_tag_ = tag;
     reports_.clear();
-    // Every rank not known dead, including one whose death the loss handler has not
-    // reported yet (it never answers; its on_loss() comes, after the data plane's
-    // abort, and drops the attempt when its partitions were in it).
+    // Every rank not known dead (announce() asks exactly those). One that dies later
+    // is seen below, by its flag or by on_loss().
     for (int r = 1; r < peers_.size; ++r) {
-      if (std::find(lost_.begin(), lost_.end(), r) == lost_.end()) expected.push_back(r);
+      const bool dead = std::find(lost_.begin(), lost_.end(), r) != lost_.end() || (peers_.lost && peers_.lost(r));
+      if (!dead) expected.push_back(r);
     }
   }
+  // On any way out but a commit, the attempt's shards go (a slower rank may still
+  // write one later: prune drops it at the next commit).
   struct Done {
     RuntimeCheckpoints* self;
+    std::uint64_t sequence;
+    const std::string& tag;
+    bool committed = false;
     ~Done() {
-      std::lock_guard lock(self->report_mutex_);
-      self->report_sequence_ = 0;
-      self->reports_.clear();
+      {
+        std::lock_guard lock(self->report_mutex_);
+        self->report_sequence_ = 0;
+        self->reports_.clear();
+      }
+      if (committed) return;
+      for (int r = 0; r < self->peers_.size; ++r) {
+        std::error_code ec;
+        std::filesystem::remove(std::filesystem::path(self->dir_) / checkpoint_shard_name(sequence, tag, r), ec);
+      }
     }
-  } done{this};
-  const auto drop_shards = [&] {
-    for (int r = 0; r < peers_.size; ++r) {
-      std::error_code ec;
-      std::filesystem::remove(std::filesystem::path(dir_) / checkpoint_shard_name(sequence, tag, r), ec);
-    }
-  };
+  } done{this, sequence, tag};
   if (peers_.announce) peers_.announce(sequence, tag);
   // Rank 0's own objects go into the checkpoint file itself.
   ObjectList own = data_.objects ? data_.objects(sequence) : ObjectList{};
@@ -275,15 +299,16 @@ Status RuntimeCheckpoints::write_sharded(std::uint64_t sequence, std::map<std::s
       if (missing.empty()) break;
       int dead = -1;
       for (int r : missing) {
-        if (std::find(lost_.begin(), lost_.end(), r) != lost_.end()) dead = r;
+        if (std::find(lost_.begin(), lost_.end(), r) != lost_.end() || (peers_.lost && peers_.lost(r))) dead = r;
       }
       if (dead >= 0) {
         lock.unlock();
         try {
           if (data_.interrupted) data_.interrupted(dead);  // throws DataRollback when data objects are in use
         } catch (...) {
-          drop_shards();
-          std::fprintf(stderr, "brisk: rank 0: checkpoint %llu is abandoned: rank %d died before it wrote its part\n",
+          std::fprintf(stderr,
+                       "brisk: rank 0: checkpoint %llu is abandoned (its shards deleted): rank %d died before it "
+                       "wrote its part\n",
                        static_cast<unsigned long long>(sequence), dead);
           throw;
         }
@@ -320,7 +345,7 @@ Status RuntimeCheckpoints::write_sharded(std::uint64_t sequence, std::map<std::s
     if (status.ok()) status = writer->add_object(name, std::move(bytes));
   }
   if (status.ok()) status = writer->commit();
-  if (!status.ok()) drop_shards();
+  done.committed = status.ok();
   return status;
 }
 

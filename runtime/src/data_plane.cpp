@@ -70,9 +70,9 @@ bool RuntimeDataPlane::start_epoch(std::uint32_t number, const std::vector<int>&
     auto e = std::make_unique<Epoch>();
     e->number = number;
     e->hosts = hosts;
-    e->workers.assign(static_cast<std::size_t>(size_), nullptr);
+    e->workers.assign(hosts.size(), nullptr);
     const Epoch* ep = e.get();
-    for (int r = 0; r < size_; ++r) {
+    for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
       if (hosts[static_cast<std::size_t>(r)] != rank_) continue;
       auto send = [this, ep, r](int to, std::vector<std::byte> m) { this->send(*ep, r, to, std::move(m)); };
       auto fresh = std::make_unique<DataWorker>(r, local_, send, events_);
@@ -87,7 +87,8 @@ bool RuntimeDataPlane::start_epoch(std::uint32_t number, const std::vector<int>&
       std::function<int()> poll;
       if (cluster_) poll = [c = cluster_] { return c->poll(); };
       auto send = [this, ep](int to, std::vector<std::byte> m) { this->send(*ep, 0, to, std::move(m)); };
-      all_controllers_.push_back(std::make_unique<DataController>(size_, send, std::move(poll)));
+      all_controllers_.push_back(
+          std::make_unique<DataController>(static_cast<int>(hosts.size()), send, std::move(poll)));
       e->controller = all_controllers_.back().get();
     }
     old = current_.exchange(ep, std::memory_order_acq_rel);
@@ -171,11 +172,6 @@ void RuntimeDataPlane::receive(int from, std::span<const std::byte> payload) {
     on_plane_message(from, h.epoch, body);
     return;
   }
-  if (h.from < 0 || h.from >= size_ || h.to < 0 || h.to >= size_) {
-    std::fprintf(stderr, "brisk: rank %d: dropped a data message from rank %d: logical ranks %d -> %d outside [0, %d)\n",
-                 rank_, from, h.from, h.to, size_);
-    return;
-  }
   const Epoch& e = *current();
   const std::uint32_t now = e.number;
   if (h.epoch != now) {
@@ -185,6 +181,12 @@ void RuntimeDataPlane::receive(int from, std::span<const std::byte> payload) {
       std::fprintf(stderr, "brisk: rank %d: dropped a data message from rank %d of epoch %u (this rank is in %u)\n",
                    rank_, from, h.epoch, now);
     }
+    return;
+  }
+  const int logical = static_cast<int>(e.hosts.size());
+  if (h.from < 0 || h.from >= logical || h.to < 0 || h.to >= logical) {
+    std::fprintf(stderr, "brisk: rank %d: dropped a data message from rank %d: logical ranks %d -> %d outside [0, %d)\n",
+                 rank_, from, h.from, h.to, logical);
     return;
   }
   dispatch(e, h.from, h.to, std::vector<std::byte>(body.begin(), body.end()));
@@ -198,11 +200,14 @@ void RuntimeDataPlane::on_plane_message(int from_process, std::uint32_t epoch, s
       case kStartEpoch: {
         std::vector<int> hosts;
         r(hosts);
-        if (hosts.size() != static_cast<std::size_t>(size_)) {
+        if (hosts.empty() || hosts.size() > static_cast<std::size_t>(size_)) {
           throw Error(fmt::format("an epoch with {} hosts in a job of {} ranks", hosts.size(), size_));
         }
         for (int h : hosts) {
           if (h < 0 || h >= size_) throw Error(fmt::format("an epoch with host {} outside [0, {})", h, size_));
+        }
+        if (std::find(hosts.begin(), hosts.end(), rank_) == hosts.end()) {
+          throw Error(fmt::format("an epoch that leaves out rank {}, which is alive", rank_));
         }
         start_epoch(epoch, hosts);
         // Confirmed even when this epoch had started already (a repeated request).
@@ -229,46 +234,34 @@ void RuntimeDataPlane::on_plane_message(int from_process, std::uint32_t epoch, s
 }
 
 void RuntimeDataPlane::abort(int lost) {
-  if (DataController* c = current()->controller) c->abort(lost);
+  // An epoch started after the loss (a rollback that saw it first) leaves the dead
+  // process out and goes on.
+  const Epoch& e = *current();
+  if (std::find(e.hosts.begin(), e.hosts.end(), lost) == e.hosts.end()) return;
+  if (DataController* c = e.controller) c->abort(lost);
 }
 
-std::vector<std::pair<int, int>> RuntimeDataPlane::roll_back() {
+std::vector<int> RuntimeDataPlane::roll_back() {
   if (rank_ != 0 || !cluster_) throw Error("brisk: a data-plane rollback runs on rank 0 of a multi-rank job");
   const auto limit = rollback_limit_;
   const auto deadline = std::chrono::steady_clock::now() + limit;
-  const std::vector<int> before = current()->hosts;
   const auto lost = [this](int p) { return cluster_->rank_lost(Rank{p}); };
   for (;;) {
-    // Every logical rank whose process died goes to the surviving process that
-    // serves the fewest (the next one after it on a tie).
-    std::vector<int> hosts = current()->hosts;
-    std::vector<int> load(static_cast<std::size_t>(size_), 0);
-    for (int h : hosts) {
-      if (!lost(h)) ++load[static_cast<std::size_t>(h)];
+    // One logical rank per surviving process, in process order: the data restart
+    // from a checkpoint (or from nothing), so the driver, run again, spreads them
+    // over all the survivors instead of doubling one survivor's share.
+    std::vector<int> hosts;
+    for (int p = 0; p < size_; ++p) {
+      if (!lost(p)) hosts.push_back(p);
     }
-    for (int r = 0; r < size_; ++r) {
-      if (!lost(hosts[static_cast<std::size_t>(r)])) continue;
-      int best = -1;
-      for (int k = 1; k <= size_; ++k) {
-        const int p = (r + k) % size_;
-        if (lost(p)) continue;
-        if (best < 0 || load[static_cast<std::size_t>(p)] < load[static_cast<std::size_t>(best)]) best = p;
-      }
-      if (best < 0) throw Error("brisk: no rank is left to take over the lost ranks' data");
-      hosts[static_cast<std::size_t>(r)] = best;
-      ++load[static_cast<std::size_t>(best)];
-    }
+    if (hosts.empty() || hosts.front() != 0) throw Error("brisk: rank 0 is lost; no data-plane rollback");
     const std::uint32_t number = current()->number + 1;
     start_epoch(number, hosts);
     Writer w;
     w(static_cast<std::uint8_t>(kStartEpoch), hosts);
     const std::vector<std::byte> request = w.take();
-    std::vector<int> live;
-    for (int p = 1; p < size_; ++p) {
-      if (lost(p)) continue;
-      live.push_back(p);
-      send(*current(), 0, -1, request, p);
-    }
+    const std::vector<int> live(hosts.begin() + 1, hosts.end());
+    for (int p : live) send(*current(), 0, -1, request, p);
     // Wait for every surviving process to confirm.
     for (;;) {
       bool all = true;
@@ -286,28 +279,20 @@ std::vector<std::pair<int, int>> RuntimeDataPlane::roll_back() {
       cluster_->poll();
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
-    // A process that died meanwhile, a host among them, starts another epoch (the
-    // loss handler may have aborted the controller this one replaced).
+    // A process that died meanwhile starts another epoch (the loss handler may have
+    // aborted the controller this one replaced).
     bool again = false;
-    for (int h : hosts) again = again || lost(h);
     for (int p : live) again = again || lost(p);
     if (again) continue;
-    std::vector<std::pair<int, int>> moved;
-    for (int r = 0; r < size_; ++r) {
-      if (hosts[static_cast<std::size_t>(r)] != before[static_cast<std::size_t>(r)]) {
-        moved.emplace_back(r, hosts[static_cast<std::size_t>(r)]);
-      }
-    }
-    return moved;
+    return hosts;
   }
 }
 
-std::string RuntimeDataPlane::describe_moves(const std::vector<std::pair<int, int>>& moved) {
-  std::string out;
-  for (const auto& [logical, host] : moved) {
-    out += fmt::format("{}rank {}'s partitions and tasks to rank {}", out.empty() ? "" : ", ", logical, host);
-  }
-  return out.empty() ? "nothing moved" : out;
+std::string RuntimeDataPlane::describe_hosts(const std::vector<int>& hosts) {
+  std::string list;
+  for (int h : hosts) list += fmt::format("{}{}", list.empty() ? "" : ", ", h);
+  return fmt::format("the data plane now has {} rank{}, processes {}", hosts.size(), hosts.size() == 1 ? "" : "s",
+                     list);
 }
 
 DataController& RuntimeDataPlane::controller(const char* api) const {
@@ -327,9 +312,9 @@ std::uint32_t RuntimeDataPlane::create(const std::string& name, const detail::Da
     bool lost_host = false;
     for (int h : current()->hosts) lost_host = lost_host || cluster_->rank_lost(Rank{h});
     if (lost_host) {
-      const std::string moves = describe_moves(roll_back());
-      std::fprintf(stderr, "brisk: rank 0: ranks were lost before the first data set; their data go to surviving "
-                   "ranks (%s)\n", moves.c_str());
+      const std::string now = describe_hosts(roll_back());
+      std::fprintf(stderr, "brisk: rank 0: ranks were lost before the first data set; data sets go to the surviving "
+                   "ranks (%s)\n", now.c_str());
     }
   }
   DataController& c = controller("brisk::DataSet");

@@ -108,8 +108,8 @@ std::function<void()> arm_fault_injection(const KillPlan& plan, int rank) {
     auto left = std::make_shared<std::atomic<int>>(std::max(1, point));
     const std::string when = plan.unit == KillPlan::Unit::kDataTasks
                                  ? fmt::format("at its data task {}", point)
-                                 : fmt::format("in checkpoint part {} it writes, its shard written and not yet "
-                                               "reported",
+                                 : fmt::format("in checkpoint part {} it writes, its shard (if it had "
+                                               "partitions) written and not yet reported",
                                                point);
     return [left, when, rank] {
       if (left->fetch_sub(1, std::memory_order_acq_rel) != 1) return;

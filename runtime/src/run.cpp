@@ -141,18 +141,18 @@ void arm_task_kills(const std::vector<KillPlan>& plans, int rank, RuntimeDataPla
 // back from the last checkpoint. Throws brisk::Error when that cannot be done.
 void roll_back(RuntimeDataPlane& data, RuntimeCheckpoints& checkpoints, int lost) {
   const auto start = std::chrono::steady_clock::now();
-  const auto moved = data.roll_back();
+  const auto hosts = data.roll_back();
   auto from = checkpoints.roll_back();
   if (!from.ok()) {
     throw Error(fmt::format("rank {} was lost and the job cannot roll back to its last checkpoint: {}", lost,
                             from.status().message()));
   }
-  const std::string moves = RuntimeDataPlane::describe_moves(moved);
+  const std::string now = RuntimeDataPlane::describe_hosts(hosts);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr,
                "brisk: rank 0: rank %d was lost while the job used data objects; the job goes on without it (%s); "
                "the driver runs again from %s (rollback took %.1f ms)\n",
-               lost, moves.c_str(),
+               lost, now.c_str(),
                from->empty() ? "the beginning (no checkpoint was written yet)" : from->c_str(), ms);
   std::fflush(stderr);
 }
@@ -194,6 +194,14 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
         if (p.rank >= size) {
           plans = invalid_argument(
               fmt::format("BRISK_FAULT_INJECT='{}' names rank {} in a job of {} ranks", inject, p.rank, size));
+          break;
+        }
+        // Only ucx's sharded checkpoints have parts that other ranks write alone.
+        if (p.unit == KillPlan::Unit::kCheckpointParts && (p.rank == 0 || options.transport != TransportKind::kUcx)) {
+          plans = invalid_argument(fmt::format(
+              "BRISK_FAULT_INJECT='{}': kill-in-checkpoint needs --brisk-transport=ucx and a rank other than 0 "
+              "(rank 0 commits checkpoints; on mpi they are collective)",
+              inject));
           break;
         }
       }
@@ -320,6 +328,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     peers.sharded = options.transport == TransportKind::kUcx;
     peers.announce = [c = cluster.get()](std::uint64_t seq, const std::string& tag) { c->announce_checkpoint(seq, tag); };
     peers.report = [c = cluster.get()](std::span<const std::byte> report) { c->send_checkpoint_report(report); };
+    peers.lost = [c = cluster.get()](int r) { return c->rank_lost(Rank{r}); };
   }
   RuntimeCheckpoints checkpoints(rank, options.checkpoint_dir, options.checkpoint_keep,
                                  std::chrono::seconds(options.checkpoint_every_s), std::move(peers));
@@ -339,9 +348,12 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
       hooks.restored_templates = [d = data.get()](const std::string& file, std::span<const std::byte> bytes) {
         d->restore_templates(file, bytes);
       };
-      // A rank died before it wrote its part: its partitions are gone with it.
+      // A rank died before it wrote its part: its partitions are gone with it. (The
+      // loss handler aborts too; whichever comes first.)
       hooks.interrupted = [d = data.get()](int lost) {
-        if (d->used()) throw DataRollback{lost};
+        if (!d->used()) return;
+        d->abort(lost);
+        throw DataRollback{lost};
       };
       hooks.restored = [d = data.get()](const std::string& file, std::span<const std::byte> table) {
         if (!table.empty()) d->restore_from(file, table);

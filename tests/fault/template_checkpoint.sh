@@ -2,7 +2,8 @@
 # template_checkpoint.sh PROGRAM SCRATCH MPIEXEC [transport]
 # Checkpoints taken by the runtime every 3 template instantiations; a run killed
 # after iteration 7 restarts from the checkpoint taken before iteration 5 and ends
-# with the uninterrupted run's checksum, with templates on and off.
+# with the uninterrupted run's checksum, with templates on and off. On ucx, a rank
+# killed mid-run rolls the job back onto the survivors.
 set -uo pipefail
 prog=$1 scratch=$2 mpiexec=$3 transport=${4:-mpi}
 run() {  # run ARGS...
@@ -44,4 +45,18 @@ out=$(run --brisk-checkpoint-dir="$scratch/killed-on" --brisk-restore=latest --n
 grep -q "template 'step' differs from the one in checkpoint .*task 0 ('step') declares other partitions" <<<"$out" ||
   fail "a different block at the restart was not reported: $out"
 echo "another block at the restart: reported"
+if [ "$transport" = ucx ]; then
+  # Rank 2 of 3 SIGKILLed at its 15th data task (iteration 6): the job rolls back to
+  # the last checkpoint on the 2 survivors, and the driver, run again, places its data
+  # sets over those 2 (brisk::data_ranks()).
+  out=$(BRISK_FAULT_INJECT=kill-at-task:2:15-15 timeout 120 "$mpiexec" --oversubscribe --bind-to none \
+        --enable-recovery --mca orte_abort_on_non_zero_status 0 -n 3 "$prog" --iterations=12 --brisk-transport=ucx \
+        --brisk-checkpoint-instantiations=3 --brisk-checkpoint-dir="$scratch/shrink" 2>&1)
+  grep -q "rank 2: BRISK_FAULT_INJECT kills this rank now" <<<"$out" || fail "rank 2 was not killed: $out"
+  grep -q "the data plane now has 2 ranks, processes 0, 1); the driver runs again from .*ckpt-" <<<"$out" ||
+    fail "no rollback to a checkpoint on the 2 survivors: $out"
+  grep -q "^data ranks 2 of 3$" <<<"$out" || fail "the driver did not place its data over the survivors: $out"
+  grep -q "^$whole" <<<"$out" || fail "after the loss: $(grep '^checksum' <<<"$out"), expected $whole"
+  echo "rank 2 of 3 killed: rolled back onto the 2 survivors, $whole"
+fi
 echo "template checkpoint test OK"

@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
       for (double v : x.fetch(static_cast<std::size_t>(p))) sum += v;
     }
     std::printf("checksum %.12f after %d iterations\n", sum, iterations);
+    std::printf("data ranks %d of %d\n", brisk::data_ranks(), brisk::size());
     return 0;
   });
 }

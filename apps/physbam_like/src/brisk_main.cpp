@@ -318,14 +318,14 @@ class Simulation {
       : g_(g),
         p_(p),
         nb_(g.num_blocks()),
-        blocks_("physbam.blocks", nb(), brisk::Placement::on(homes(g, brisk::size(), 1))),
-        halos_("physbam.halos", nb() * pl::kDirections, brisk::Placement::on(homes(g, brisk::size(), pl::kDirections))),
-        umax_("physbam.umax", nb(), brisk::Placement::on(homes(g, brisk::size(), 1))),
-        bb_("physbam.bb", nb(), brisk::Placement::on(homes(g, brisk::size(), 1))),
-        rho_("physbam.rho", nb(), brisk::Placement::on(homes(g, brisk::size(), 1))),
-        dq_("physbam.dq", nb(), brisk::Placement::on(homes(g, brisk::size(), 1))),
-        rr_("physbam.rr", nb(), brisk::Placement::on(homes(g, brisk::size(), 1))),
-        parts_("physbam.summary_parts", nb(), brisk::Placement::on(homes(g, brisk::size(), 1))),
+        blocks_("physbam.blocks", nb(), brisk::Placement::on(homes(g, brisk::data_ranks(), 1))),
+        halos_("physbam.halos", nb() * pl::kDirections, brisk::Placement::on(homes(g, brisk::data_ranks(), pl::kDirections))),
+        umax_("physbam.umax", nb(), brisk::Placement::on(homes(g, brisk::data_ranks(), 1))),
+        bb_("physbam.bb", nb(), brisk::Placement::on(homes(g, brisk::data_ranks(), 1))),
+        rho_("physbam.rho", nb(), brisk::Placement::on(homes(g, brisk::data_ranks(), 1))),
+        dq_("physbam.dq", nb(), brisk::Placement::on(homes(g, brisk::data_ranks(), 1))),
+        rr_("physbam.rr", nb(), brisk::Placement::on(homes(g, brisk::data_ranks(), 1))),
+        parts_("physbam.summary_parts", nb(), brisk::Placement::on(homes(g, brisk::data_ranks(), 1))),
         rp_umax_("physbam.rp.umax", ranks(), brisk::Placement::cyclic(), kScratch),
         rp_bb_("physbam.rp.bb", ranks(), brisk::Placement::cyclic(), kScratch),
         rp_rho_("physbam.rp.rho", ranks(), brisk::Placement::cyclic(), kScratch),
@@ -338,7 +338,7 @@ class Simulation {
         cg_(brisk::record<int>("cg", [this](const int&) { record_cg(); })),
         finish_(brisk::record<int>("finish", [this](const int&) { record_finish(); })),
         summary_(brisk::record<int>("summary", [this](const int&) { record_summary(); })) {
-    for (int b = 0; b < nb_; ++b) blocks_of_[static_cast<std::size_t>(g.home_rank(b, brisk::size()))].push_back(b);
+    for (int b = 0; b < nb_; ++b) blocks_of_[static_cast<std::size_t>(g.home_rank(b, brisk::data_ranks()))].push_back(b);
     if (blocks_.restored()) return;  // the blocks come from a checkpoint
     for (int b = 0; b < nb_; ++b) {
       GeometryArgs a;
@@ -401,7 +401,7 @@ class Simulation {
 
  private:
   std::size_t nb() const { return static_cast<std::size_t>(nb_); }
-  static std::size_t ranks() { return static_cast<std::size_t>(brisk::size()); }
+  static std::size_t ranks() { return static_cast<std::size_t>(brisk::data_ranks()); }
   std::size_t halo(int b, int d) const { return static_cast<std::size_t>(b * pl::kDirections + d); }
 
   BlockArgs args(int b, int kind) const {
@@ -440,7 +440,7 @@ class Simulation {
   // (rank partials, then one reduce task per rank that reads all of them).
   void allreduce(brisk::DataFunction f, brisk::DataSet<Partial>& partials, brisk::DataSet<RankPartials>& rp,
                  double arg = 0) {
-    const int n = brisk::size();
+    const int n = brisk::data_ranks();
     for (int r = 0; r < n; ++r) {
       const auto& mine = blocks_of_[static_cast<std::size_t>(r)];
       auto t = brisk::data_task(gather_partials);
@@ -455,7 +455,7 @@ class Simulation {
       t.submit();
     }
   }
-  std::size_t scalars_of(int b) const { return static_cast<std::size_t>(g_.home_rank(b, brisk::size())); }
+  std::size_t scalars_of(int b) const { return static_cast<std::size_t>(g_.home_rank(b, brisk::data_ranks())); }
 
   void record_begin() {
     pack_halos(kAdvection);

@@ -73,9 +73,11 @@ void save_object(const std::string& name, const Ref<T>& ref) {
   save(name, brisk::get(ref));
 }
 
-// Writes a checkpoint now; returns its sequence number. After a rank's loss (ucx),
-// rank 0 gathers the data partitions and writes it alone. Throws checkpoint::Exit
-// after a checkpoint a signal asked for, with --brisk-checkpoint-exit.
+// Writes a checkpoint now; returns its sequence number. On ucx each rank writes its
+// part alone (a shard) and rank 0 commits; a rank lost before its part is written
+// drops this checkpoint and, with data objects in use, rolls the driver back like
+// any data call (detail::DataRollback). Throws checkpoint::Exit after a checkpoint
+// a signal asked for, with --brisk-checkpoint-exit.
 inline std::uint64_t now() { return detail::service("brisk::checkpoint::now").write(); }
 
 // The value saved under `name` in the checkpoint this run was restored from

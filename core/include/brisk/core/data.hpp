@@ -200,6 +200,13 @@ struct DataTaskRegistration {
 
 }  // namespace detail
 
+// The ranks data partitions are placed on: 0..data_ranks()-1 (Placement's ranks).
+// brisk::size() at first; after a rank is lost on ucx the job rolls back and goes on
+// with the survivors, data_ranks() of them, and the driver, run again, spreads its
+// data sets over those. Programs that place partitions themselves use this, not
+// brisk::size(). Needs brisk::run.
+int data_ranks();
+
 // How partitions are spread over ranks.
 class Placement {
  public:

@@ -47,6 +47,9 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
     // Another rank: sends its report (see participate) to rank 0, whose
     // on_report() gets it.
     std::function<void(std::span<const std::byte>)> report;
+    // Rank 0: whether rank r is known dead (the cluster's flag, set before its loss
+    // handler runs).
+    std::function<bool(int)> lost;
   };
   // Collective. Installs a SIGUSR1 handler that makes requested() true (rank 0);
   // `every` > 0 makes it true that long after the last checkpoint too.
@@ -86,8 +89,9 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   // `objects(seq)` gives each rank's objects to write; `restored(file, value)` gets
   // that value back at a restart.
   // `interrupted(lost)` (rank 0) runs when a rank died before reporting its part of
-  // a sharded checkpoint: it throws DataRollback when the data plane is in use (the
-  // dead rank's partitions are gone); otherwise the checkpoint goes on without it.
+  // a sharded checkpoint: it aborts the data plane and throws DataRollback when the
+  // data plane is in use (the dead rank's partitions are gone); otherwise the
+  // checkpoint goes on without it.
   using ObjectList = std::vector<std::pair<std::string, std::vector<std::byte>>>;
   struct DataHooks {
     std::function<std::vector<std::byte>(std::uint64_t)> prepare;

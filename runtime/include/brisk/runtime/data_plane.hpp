@@ -6,16 +6,17 @@
 // itself is handled at once on the sending thread.
 //
 // Ranks as the data plane sees them are logical: the controller places partitions
-// and tasks on ranks 0..size-1, and each logical rank is served by one process
+// and tasks on ranks 0..size()-1, and each logical rank is served by one process
 // (at first, itself). Every kData frame starts with a DataHeader: the epoch, and the
 // logical ranks it comes from and goes to.
 //
 // Rollback (ucx, a rank lost while data objects are in use): the controller aborts,
 // so that the driver's data calls throw detail::DataRollback; brisk::run then calls
-// roll_back(), which gives every logical rank of a lost process to a surviving one,
-// starts a new epoch (fresh workers on every rank and a fresh controller; messages
-// of older epochs are dropped on arrival) and waits until every surviving rank has
-// done the same. The driver then runs again from the last checkpoint.
+// roll_back(), which starts a new epoch with one logical rank per surviving process
+// (fresh workers on every rank and a fresh controller; messages of older epochs are
+// dropped on arrival) and waits until every surviving rank has done the same. The
+// driver then runs again from the last checkpoint and places its data sets over
+// size() = brisk::data_ranks() ranks, the survivors.
 #pragma once
 
 #include <atomic>
@@ -44,24 +45,32 @@ class RuntimeDataPlane final : public detail::DataPlane {
   void receive(int from, std::span<const std::byte> payload);
   // Whether the driver used data objects (the runtime then syncs before the end).
   bool used() const noexcept { return used_.load(std::memory_order_acquire); }
-  // The worker of this rank's own logical rank.
-  DataWorker& worker() noexcept { return *current()->workers[static_cast<std::size_t>(rank_)]; }
+  // The worker of the logical rank this process serves.
+  DataWorker& worker() noexcept {
+    const Epoch& e = *current();
+    for (std::size_t r = 0; r < e.hosts.size(); ++r) {
+      if (e.hosts[r] == rank_) return *e.workers[r];
+    }
+    return *e.workers.front();  // not reached: every live process serves one
+  }
   // Called with the new own worker after a rollback replaced it (its outstanding
   // counter is the scheduler's work hint).
   void set_worker_hook(std::function<void(DataWorker&)> hook) { worker_hook_ = std::move(hook); }
   // Called as each data task starts on this rank (fault injection); before any use.
   void set_task_hook(std::function<void()> hook);
 
-  // Rank 0, any thread: `lost` died; the driver's data calls throw DataRollback.
+  // Rank 0, any thread: `lost` died; the driver's data calls throw DataRollback
+  // (unless the current epoch does not use that process: a rollback came first).
   void abort(int lost);
-  // Rank 0, on the driver thread after a DataRollback: hands the logical ranks of
-  // lost processes to surviving ones and starts a new epoch on every surviving
-  // rank; returns once all of them have (or throws brisk::Error after the rollback
-  // limit). Returns (logical rank, new host) for each logical rank that moved.
-  std::vector<std::pair<int, int>> roll_back();
-  // "rank L's partitions and tasks to rank H, ..." for what roll_back() returned
-  // ("nothing moved" when empty).
-  static std::string describe_moves(const std::vector<std::pair<int, int>>& moved);
+  // Rank 0, on the driver thread after a DataRollback: starts a new epoch on every
+  // surviving rank with one logical rank per surviving process (in process order),
+  // so size() shrinks to the survivors; returns once all of them have (or throws
+  // brisk::Error after the rollback limit). Returns the new hosts (logical rank i is
+  // served by process hosts[i]). Nothing of the data survives a rollback: the
+  // driver restores it from a checkpoint.
+  std::vector<int> roll_back();
+  // "the data plane now has N ranks, processes a, b, c" for what roll_back() returned.
+  static std::string describe_hosts(const std::vector<int>& hosts);
   void set_rollback_limit(std::chrono::milliseconds limit) noexcept { rollback_limit_ = limit; }
   std::uint32_t epoch() const noexcept { return current()->number; }
   // The process that serves logical rank `r`.
@@ -107,7 +116,8 @@ class RuntimeDataPlane final : public detail::DataPlane {
   void restore_templates(const std::string& file, std::span<const std::byte> bytes) {
     controller("--brisk-restore").restore_templates(file, bytes);
   }
-  int size() const noexcept override { return size_; }
+  // Logical ranks now (brisk::data_ranks()): the job's ranks, then the survivors.
+  int size() const noexcept override { return static_cast<int>(current()->hosts.size()); }
 
  private:
   // What one epoch routes by. Every epoch ever started is kept (a replaced worker or
