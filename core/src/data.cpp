@@ -110,7 +110,7 @@ void TemplateCore::move_tasks(std::span<const std::pair<std::uint32_t, int>> mov
                               name_, task, tasks_));
     }
     if (rank < 0 || rank >= plane.size()) {
-      throw Error(fmt::format("brisk::Template '{}': move_tasks: rank {} is out of range (the job has {} ranks)", name_,
+      throw Error(fmt::format("brisk::Template '{}': move_tasks: rank {} is out of range (data_ranks() is {})", name_,
                               rank, plane.size()));
     }
   }
@@ -139,7 +139,7 @@ std::vector<int> Placement::homes(std::size_t n, int size) const {
         if (ranks_.empty()) throw Error("brisk::Placement::on: the rank list is empty");
         const int r = ranks_[p % ranks_.size()];
         if (r < 0 || r >= size) {
-          throw Error(fmt::format("brisk::Placement::on: rank {} is out of range (the job has {} ranks)", r, size));
+          throw Error(fmt::format("brisk::Placement::on: rank {} is out of range (data_ranks() is {})", r, size));
         }
         out[p] = r;
         break;
@@ -210,7 +210,7 @@ DataTaskBuilder& DataTaskBuilder::add(const DataSetBase& d, std::size_t part, Da
 DataTaskBuilder& DataTaskBuilder::on(int rank) {
   detail::DataPlane& plane = detail::require_data_plane("brisk::data_task");
   if (rank < 0 || rank >= plane.size()) {
-    throw Error(fmt::format("brisk::data_task: rank {} is out of range (the job has {} ranks)", rank, plane.size()));
+    throw Error(fmt::format("brisk::data_task: rank {} is out of range (data_ranks() is {})", rank, plane.size()));
   }
   spec_.rank = rank;
   return *this;

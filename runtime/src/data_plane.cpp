@@ -203,8 +203,13 @@ void RuntimeDataPlane::on_plane_message(int from_process, std::uint32_t epoch, s
         if (hosts.empty() || hosts.size() > static_cast<std::size_t>(size_)) {
           throw Error(fmt::format("an epoch with {} hosts in a job of {} ranks", hosts.size(), size_));
         }
-        for (int h : hosts) {
+        for (std::size_t i = 0; i < hosts.size(); ++i) {
+          const int h = hosts[i];
           if (h < 0 || h >= size_) throw Error(fmt::format("an epoch with host {} outside [0, {})", h, size_));
+          if (std::find(hosts.begin(), hosts.begin() + static_cast<std::ptrdiff_t>(i), h) !=
+              hosts.begin() + static_cast<std::ptrdiff_t>(i)) {
+            throw Error(fmt::format("an epoch with host {} twice", h));
+          }
         }
         if (std::find(hosts.begin(), hosts.end(), rank_) == hosts.end()) {
           throw Error(fmt::format("an epoch that leaves out rank {}, which is alive", rank_));
@@ -298,8 +303,8 @@ std::string RuntimeDataPlane::describe_hosts(const std::vector<int>& hosts) {
 DataController& RuntimeDataPlane::controller(const char* api) const {
   DataController* c = current()->controller;
   if (!c) throw Error(fmt::format("{}: data objects are driven from rank 0 (this is rank {})", api, rank_));
-  // Before the first data set there is nothing to roll back (create() gives the lost
-  // ranks' logical ranks new hosts first).
+  // Before the first data set there is nothing to roll back (create() sees a loss
+  // first).
   if (used_.load(std::memory_order_acquire)) c->check_aborted();
   return *c;
 }
@@ -307,14 +312,11 @@ DataController& RuntimeDataPlane::controller(const char* api) const {
 std::uint32_t RuntimeDataPlane::create(const std::string& name, const detail::DataTypeOps* type,
                                        std::vector<int> homes, bool checkpointed) {
   if (!used_.load(std::memory_order_acquire) && cluster_ && cluster_->any_rank_lost()) {
-    // A rank died before the first data set: nothing to roll back, but the lost
-    // ranks' logical ranks need hosts first.
-    bool lost_host = false;
-    for (int h : current()->hosts) lost_host = lost_host || cluster_->rank_lost(Rank{h});
-    if (lost_host) {
-      const std::string now = describe_hosts(roll_back());
-      std::fprintf(stderr, "brisk: rank 0: ranks were lost before the first data set; data sets go to the surviving "
-                   "ranks (%s)\n", now.c_str());
+    // A rank died before the first data set: its homes were placed over the ranks
+    // before the loss, so the driver runs again (brisk::run rolls back), and places
+    // them over the survivors.
+    for (int h : current()->hosts) {
+      if (cluster_->rank_lost(Rank{h})) throw detail::DataRollback{h};
     }
   }
   DataController& c = controller("brisk::DataSet");

@@ -136,9 +136,9 @@ void arm_task_kills(const std::vector<KillPlan>& plans, int rank, RuntimeDataPla
   if (auto hook = arm_fault_injections(plans, KillPlan::Unit::kDataTasks, rank)) data.set_task_hook(std::move(hook));
 }
 
-// Rank 0, after the driver threw DataRollback: the data plane starts a new epoch
-// with the lost ranks' partitions on surviving ones, and the driver's values come
-// back from the last checkpoint. Throws brisk::Error when that cannot be done.
+// Rank 0, after the driver threw DataRollback: the data plane starts a new epoch on
+// the surviving ranks, and the driver's values come back from the last checkpoint.
+// Throws brisk::Error when that cannot be done.
 void roll_back(RuntimeDataPlane& data, RuntimeCheckpoints& checkpoints, int lost) {
   const auto start = std::chrono::steady_clock::now();
   const auto hosts = data.roll_back();

@@ -49,14 +49,26 @@ if [ "$transport" = ucx ]; then
   # Rank 2 of 3 SIGKILLed at its 15th data task (iteration 6): the job rolls back to
   # the last checkpoint on the 2 survivors, and the driver, run again, places its data
   # sets over those 2 (brisk::data_ranks()).
-  out=$(BRISK_FAULT_INJECT=kill-at-task:2:15-15 timeout 120 "$mpiexec" --oversubscribe --bind-to none \
-        --enable-recovery --mca orte_abort_on_non_zero_status 0 -n 3 "$prog" --iterations=12 --brisk-transport=ucx \
-        --brisk-checkpoint-instantiations=3 --brisk-checkpoint-dir="$scratch/shrink" 2>&1)
-  grep -q "rank 2: BRISK_FAULT_INJECT kills this rank now" <<<"$out" || fail "rank 2 was not killed: $out"
-  grep -q "the data plane now has 2 ranks, processes 0, 1); the driver runs again from .*ckpt-" <<<"$out" ||
-    fail "no rollback to a checkpoint on the 2 survivors: $out"
-  grep -q "^data ranks 2 of 3$" <<<"$out" || fail "the driver did not place its data over the survivors: $out"
-  grep -q "^$whole" <<<"$out" || fail "after the loss: $(grep '^checksum' <<<"$out"), expected $whole"
-  echo "rank 2 of 3 killed: rolled back onto the 2 survivors, $whole"
+  killed() {  # killed INJECTION ARGS...: 3 ranks, rank 2 killed; sets out
+    local inject=$1 rc=0; shift
+    out=$(BRISK_FAULT_INJECT=$inject timeout 120 "$mpiexec" --oversubscribe --bind-to none --enable-recovery \
+          --mca orte_abort_on_non_zero_status 0 -n 3 "$prog" --iterations=12 --brisk-transport=ucx "$@" 2>&1) || rc=$?
+    [ "$rc" -eq 0 ] || fail "$inject: the job ended with $rc: $out"
+    grep -q "rank 2: BRISK_FAULT_INJECT kills this rank now" <<<"$out" || fail "$inject: rank 2 was not killed: $out"
+    [ "$(grep -c "was lost while the job used data objects" <<<"$out")" -eq 1 ] ||
+      fail "$inject: expected exactly one rollback: $out"
+    grep -q "the data plane now has 2 ranks, processes 0, 1)" <<<"$out" || fail "$inject: no rollback onto the 2 survivors: $out"
+    grep -q "^data ranks 2 of 3$" <<<"$out" || fail "$inject: the driver did not place its data over the survivors: $out"
+    grep -q "^$whole" <<<"$out" || fail "$inject: $(grep '^checksum' <<<"$out"), expected $whole"
+  }
+  killed kill-at-task:2:15-15 --brisk-checkpoint-instantiations=3 --brisk-checkpoint-dir="$scratch/shrink"
+  grep -q "the driver runs again from .*ckpt-" <<<"$out" || fail "not rolled back to a checkpoint: $out"
+  grep -q "resuming at iteration [1-9]" <<<"$out" || fail "the rerun did not resume from the checkpoint: $out"
+  echo "rank 2 of 3 killed at a data task: rolled back onto the 2 survivors, $whole"
+  # Lost before the first data set (killed at the start, the driver pausing 1 s): the
+  # first DataSet starts the rollback, and the rerun places everything over 2 ranks.
+  killed kill:2:0-0 --pause-ms=1000
+  grep -q "the driver runs again from the beginning" <<<"$out" || fail "not run again from the beginning: $out"
+  echo "rank 2 of 3 killed before the first data set: the driver ran again over the 2 survivors, $whole"
 fi
 echo "template checkpoint test OK"

@@ -10,6 +10,8 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <thread>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
       if (a.rfind("--die-after=", 0) == 0) die_after = std::stoi(a.substr(12));
       if (a.rfind("--signal-at=", 0) == 0) signal_at = std::stoi(a.substr(12));  // SIGUSR1 before that iteration
       if (a.rfind("--neighbour=", 0) == 0) neighbour = std::stoi(a.substr(12));  // another block than the default
+      // A pause before the first data set (a rank killed at the start is lost by then).
+      if (a.rfind("--pause-ms=", 0) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(a.substr(11))));
     }
     brisk::DataSet<Vec> x("x", kParts);
     brisk::DataSet<Vec> scratch("scratch", kParts, brisk::Placement::blocked(), brisk::DataSetOptions{.checkpoint = false});

@@ -19,6 +19,8 @@
 // size() = brisk::data_ranks() ranks, the survivors.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -26,6 +28,7 @@
 #include <mutex>
 
 #include "brisk/core/data.hpp"
+#include "brisk/core/error.hpp"
 #include "brisk/scheduler/data_controller.hpp"
 #include "brisk/scheduler/data_worker.hpp"
 
@@ -46,12 +49,12 @@ class RuntimeDataPlane final : public detail::DataPlane {
   // Whether the driver used data objects (the runtime then syncs before the end).
   bool used() const noexcept { return used_.load(std::memory_order_acquire); }
   // The worker of the logical rank this process serves.
-  DataWorker& worker() noexcept {
+  DataWorker& worker() {
     const Epoch& e = *current();
     for (std::size_t r = 0; r < e.hosts.size(); ++r) {
       if (e.hosts[r] == rank_) return *e.workers[r];
     }
-    return *e.workers.front();  // not reached: every live process serves one
+    throw Error(fmt::format("rank {} serves no logical rank in data-plane epoch {}", rank_, e.number));
   }
   // Called with the new own worker after a rollback replaced it (its outstanding
   // counter is the scheduler's work hint).
