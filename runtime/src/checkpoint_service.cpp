@@ -239,9 +239,8 @@ void RuntimeCheckpoints::on_report(int from, std::span<const std::byte> bytes) {
   report_cv_.notify_all();
 }
 
-void RuntimeCheckpoints::on_loss(int lost) {
+void RuntimeCheckpoints::on_loss(int) {
   std::lock_guard lock(report_mutex_);
-  lost_.push_back(lost);
   report_cv_.notify_all();
 }
 
@@ -258,10 +257,9 @@ Status RuntimeCheckpoints::write_sharded(std::uint64_t sequence, std::map<std::s
     report_tag_ = tag;
     reports_.clear();
     // Every rank not known dead (announce() asks exactly those). One that dies later
-    // is seen below, by its flag or by on_loss().
+    // is seen below by its flag (on_loss() wakes the wait).
     for (int r = 1; r < peers_.size; ++r) {
-      const bool dead = std::find(lost_.begin(), lost_.end(), r) != lost_.end() || (peers_.lost && peers_.lost(r));
-      if (!dead) expected.push_back(r);
+      if (!peers_.lost || !peers_.lost(r)) expected.push_back(r);
     }
   }
   // On any way out but a commit, the attempt's shards go (a slower rank may still
@@ -299,7 +297,7 @@ Status RuntimeCheckpoints::write_sharded(std::uint64_t sequence, std::map<std::s
       if (missing.empty()) break;
       int dead = -1;
       for (int r : missing) {
-        if (std::find(lost_.begin(), lost_.end(), r) != lost_.end() || (peers_.lost && peers_.lost(r))) dead = r;
+        if (peers_.lost && peers_.lost(r)) dead = r;
       }
       if (dead >= 0) {
         lock.unlock();

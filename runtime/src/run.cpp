@@ -294,7 +294,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     // rank's part.
     cluster->set_loss_handler([d = data.get(), ck = checkpoints_ptr](Rank lost) {
       // Whether or not the driver has used data objects yet (it may be creating its
-      // first data set now): a data call throws, or the first one starts a new epoch.
+      // first data set now): a data call throws, or the first DataSet does.
       d->abort(lost.value);
       if (RuntimeCheckpoints* cp = ck->load(std::memory_order_acquire)) cp->on_loss(lost.value);
     });
@@ -334,12 +334,6 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
                                  std::chrono::seconds(options.checkpoint_every_s), std::move(peers));
   node.context().checkpoints = &checkpoints;
   checkpoints_ptr->store(&checkpoints, std::memory_order_release);
-  if (cluster && rank == 0) {
-    // Losses the handler saw before the service existed.
-    for (int r = 1; r < size; ++r) {
-      if (cluster->rank_lost(Rank{r})) checkpoints.on_loss(r);
-    }
-  }
   {
     RuntimeCheckpoints::DataHooks hooks;
     if (rank == 0) {

@@ -66,9 +66,9 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   std::uint64_t restored_sequence() const noexcept override { return restored_sequence_; }
   bool requested() const noexcept override;
 
-  // Rank 0, any thread (the cluster's loss handler, after the data plane's abort;
-  // at start, for ranks lost before this service existed): rank `lost` died. A
-  // sharded write waiting for its report gives up on it, and later ones do not ask it.
+  // Rank 0, any thread (the cluster's loss handler): rank `lost` died. Wakes a
+  // sharded write waiting for reports, which then sees the rank's flag (Peers::lost),
+  // gives up on it, and does not ask it again.
   void on_loss(int lost);
   // Rank 0, the progress thread: a report from rank `from` (participate()).
   void on_report(int from, std::span<const std::byte> report);
@@ -153,7 +153,6 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   std::uint64_t report_sequence_ = 0;  // the attempt reports are taken for (0: none)
   std::string report_tag_;
   std::map<int, Report> reports_;
-  std::vector<int> lost_;  // on_loss(), in order
 };
 
 }  // namespace brisk
