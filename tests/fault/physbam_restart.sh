@@ -61,6 +61,8 @@ if [ "$transport" = ucx ]; then
       fail "$name: rank 2 was not killed by the injection: $(echo "$out" | grep -v '^frame' | tail -15)"
     grep -q "rank 2 was lost while the job used data objects; the job goes on without it" <<<"$out" ||
       fail "$name: no rollback: $(echo "$out" | grep -v '^frame' | tail -15)"
+    grep -q "ranks $n (data on $((n - 1))), frames" <<<"$out" ||
+      fail "$name: the driver did not run again with its data on the $((n - 1)) survivors: $(grep 'physbam_brisk: grid' <<<"$out")"
     [ "$(echo "$out" | grep '^frame ' | tail -1)" = "$(cat "$scratch/whole30")" ] ||
       fail "$name: $(echo "$out" | grep '^frame ' | tail -1), expected $(cat "$scratch/whole30")"
     echo "$name: the job ran through the killed rank to the uninterrupted run's last frame"

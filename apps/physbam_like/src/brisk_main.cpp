@@ -595,9 +595,12 @@ int drive() {
     }
   }
   const bool templates = brisk::templates_enabled();
-  std::printf("physbam_brisk: grid %dx%dx%d, blocks %dx%dx%d (%d), ranks %d, frames %d, tol %g, max-cg %d, templates %s\n",
+  // After a rank's loss (ucx) the driver runs again with its data on the survivors.
+  const std::string data_on =
+      brisk::data_ranks() == brisk::size() ? std::string() : " (data on " + std::to_string(brisk::data_ranks()) + ")";
+  std::printf("physbam_brisk: grid %dx%dx%d, blocks %dx%dx%d (%d), ranks %d%s, frames %d, tol %g, max-cg %d, templates %s\n",
               g.nx(), g.ny(), g.nz(), g.blocks(0), g.blocks(1), g.blocks(2), g.num_blocks(), brisk::size(),
-              params.frames, params.tol, params.max_cg, templates ? "on" : "off");
+              data_on.c_str(), params.frames, params.tol, params.max_cg, templates ? "on" : "off");
   std::fflush(stdout);
   Simulation sim(g, params);
   brisk::data_sync();
