@@ -523,6 +523,7 @@ Status CheckpointWriter::Impl::publish() {
 void CheckpointWriter::Impl::prune() {
   std::error_code ec;
   std::vector<std::pair<std::uint64_t, fs::path>> done;
+  std::vector<std::pair<std::uint64_t, fs::path>> shards;  // of this sequence or older
   for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
     std::uint64_t seq = 0;
@@ -532,6 +533,8 @@ void CheckpointWriter::Impl::prune() {
       ec.clear();
     } else if (detail::ckpt::parse_checkpoint_name(name, false, &seq)) {
       done.emplace_back(seq, it->path());
+    } else if (detail::ckpt::parse_shard_name(name, &seq) && seq <= sequence) {
+      shards.emplace_back(seq, it->path());
     }
   }
   std::sort(done.begin(), done.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
@@ -550,15 +553,9 @@ void CheckpointWriter::Impl::prune() {
   // older sequences, those whose checkpoint stays (the others, failed attempts', go;
   // a failed attempt's at a sequence whose checkpoint stays goes with it). Newer
   // ones may belong to a writer still at work.
-  for (fs::directory_iterator it(dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    std::uint64_t seq = 0;
-    if (!detail::ckpt::parse_shard_name(name, &seq) || seq > sequence) continue;
-    const bool keep = seq == sequence ? linked_shards.count(name) > 0 : kept_sequences.count(seq) > 0;
-    if (!keep) {
-      std::error_code rm;
-      fs::remove(it->path(), rm);
-    }
+  for (const auto& [seq, p] : shards) {
+    const bool keep = seq == sequence ? linked_shards.count(p.filename().string()) > 0 : kept_sequences.count(seq) > 0;
+    if (!keep) fs::remove(p, ec);
   }
 }
 

@@ -148,13 +148,13 @@ std::vector<std::pair<std::string, std::vector<std::byte>>> split_objects(std::s
 bool sharded_write(const fs::path& dir, std::uint64_t seq,
                    const std::vector<std::pair<std::string, std::vector<std::byte>>>& mine, int rank, int ranks) {
   const std::string tag = fmt::format("b{}", seq);
-  std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> list;
+  std::vector<brisk::CheckpointShardEntry> list;
   bool ok = true;
   if (rank != 0) {
     auto written = brisk::write_checkpoint_shard(dir, brisk::checkpoint_shard_name(seq, tag, rank), mine);
     ok = written.ok();
     if (ok) {
-      for (const auto& e : *written) list.emplace_back(e.name, e.size, e.crc32c);
+      list = std::move(written).value();
     } else {
       fmt::print(stderr, "{}\n", written.status().message());
     }
@@ -174,8 +174,8 @@ bool sharded_write(const fs::path& dir, std::uint64_t seq,
       auto [their_ok, theirs] = brisk::from_bytes<std::pair<bool, decltype(list)>>(std::span(all).subspan(
           static_cast<std::size_t>(displs[static_cast<std::size_t>(r)]), static_cast<std::size_t>(counts[static_cast<std::size_t>(r)])));
       if (!their_ok) s = brisk::unavailable(fmt::format("rank {}'s shard failed", r));
-      for (const auto& [name, size, crc] : theirs) {
-        if (s.ok()) s = w->add_shard_object({name, size, crc}, brisk::checkpoint_shard_name(seq, tag, r), r);
+      for (const auto& e : theirs) {
+        if (s.ok()) s = w->add_shard_object(e, brisk::checkpoint_shard_name(seq, tag, r), r);
       }
     }
     for (const auto& [name, bytes] : mine) {

@@ -165,12 +165,8 @@ std::uint64_t RuntimeCheckpoints::write() {
   return sequence;
 }
 
-namespace {
 // A sharded part's report: (sequence, tag, status code, message, shard file,
-// [(name, size, crc32c)]).
-using ShardList = std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>>;
-}  // namespace
-
+// [CheckpointShardEntry]).
 Status RuntimeCheckpoints::participate(std::uint64_t sequence, const std::string& tag) {
   if (tag.empty()) {
     ObjectList objects = data_.objects ? data_.objects(sequence) : ObjectList{};
@@ -179,7 +175,7 @@ Status RuntimeCheckpoints::participate(std::uint64_t sequence, const std::string
   // Rank 0 waits for this report: it goes whatever happens here.
   Status status;
   std::string shard;
-  ShardList list;
+  std::vector<CheckpointShardEntry> list;
   try {
     if (!std::all_of(tag.begin(), tag.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; })) {
       throw Error(fmt::format("checkpoint {}: the attempt's tag '{}' is not letters and digits", sequence, tag));
@@ -189,7 +185,7 @@ Status RuntimeCheckpoints::participate(std::uint64_t sequence, const std::string
       shard = checkpoint_shard_name(sequence, tag, rank_);
       auto written = write_checkpoint_shard(dir_, shard, objects);
       if (written.ok()) {
-        for (auto& e : *written) list.emplace_back(std::move(e.name), e.size, e.crc32c);
+        list = std::move(written).value();
       } else {
         status = written.status();
       }
@@ -331,8 +327,8 @@ Status RuntimeCheckpoints::write_sharded(std::uint64_t sequence, std::map<std::s
       status = Status(report.status.code(), fmt::format("rank {}: {}", r, report.status.message()));
       break;
     }
-    for (const auto& [name, size, crc] : report.objects) {
-      status = writer->add_shard_object(CheckpointShardEntry{name, size, crc}, report.shard, r);
+    for (const CheckpointShardEntry& e : report.objects) {
+      status = writer->add_shard_object(e, report.shard, r);
       if (!status.ok()) break;
     }
   }

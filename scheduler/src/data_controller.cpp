@@ -347,8 +347,9 @@ void DataController::sync() {
 
 detail::DataPlaneStats DataController::stats() const { return stats_; }
 
-std::vector<std::byte> DataController::checkpoint_table(
-    const std::function<void(std::uint32_t slot, CheckpointPart part)>& written) const {
+std::vector<std::byte> DataController::plan_checkpoint(std::uint64_t sequence) {
+  sync();
+  std::vector<std::vector<CheckpointPart>> plan(static_cast<std::size_t>(size_));
   std::vector<CheckpointDataSet> table;
   for (std::uint32_t id = 0; id < datasets_.size(); ++id) {
     const DataSetInfo& d = datasets_[id];
@@ -358,25 +359,17 @@ std::vector<std::byte> DataController::checkpoint_table(
       const std::uint32_t slot = d.first_slot + p;
       entry.versions.push_back(versions_[slot]);
       if (versions_[slot] == 0) continue;  // never written: T{} again on restart
-      written(slot, CheckpointPart{id, p, checkpoint_object_name(d.name, p)});
+      plan[static_cast<std::size_t>(pick_source(slot))].push_back(
+          CheckpointPart{id, p, checkpoint_object_name(d.name, p)});
     }
     table.push_back(std::move(entry));
   }
-  return to_bytes(table);
-}
-
-std::vector<std::byte> DataController::plan_checkpoint(std::uint64_t sequence) {
-  sync();
-  std::vector<std::vector<CheckpointPart>> plan(static_cast<std::size_t>(size_));
-  auto table = checkpoint_table([&](std::uint32_t slot, CheckpointPart part) {
-    plan[static_cast<std::size_t>(pick_source(slot))].push_back(std::move(part));
-  });
   for (int r = 0; r < size_; ++r) {
     Writer w;
     w(sequence, plan[static_cast<std::size_t>(r)]);
     send_to(r, DataMessage::kCheckpointPlan, w);
   }
-  return table;
+  return to_bytes(table);
 }
 
 CheckpointTemplate DataController::template_record(const ControllerTemplate& t) const {

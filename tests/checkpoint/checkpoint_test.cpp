@@ -604,9 +604,7 @@ Status commit_sharded(const fs::path& dir, std::uint64_t seq, const std::string&
   if (!written.ok()) return written.status();
   if (!ok) return internal_error("another rank's shard failed");
   // What each holds, to rank 0 (the runtime sends it over its transport).
-  std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> list;
-  for (const auto& e : *written) list.emplace_back(e.name, e.size, e.crc32c);
-  const std::vector<std::byte> mine = to_bytes(list);
+  const std::vector<std::byte> mine = to_bytes(*written);
   int n = static_cast<int>(mine.size());
   std::vector<int> counts(static_cast<std::size_t>(g_ranks)), displs(static_cast<std::size_t>(g_ranks));
   MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -623,13 +621,11 @@ Status commit_sharded(const fs::path& dir, std::uint64_t seq, const std::string&
       auto w = CheckpointWriter::begin(MPI_COMM_SELF, dir, seq, {.keep = keep, .ranks = g_ranks});
       if (!w.ok()) return w.status();
       for (int r = 0; r < g_ranks; ++r) {
-        auto list = from_bytes<std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>>>(
+        auto list = from_bytes<std::vector<CheckpointShardEntry>>(
             std::span(all).subspan(static_cast<std::size_t>(displs[static_cast<std::size_t>(r)]),
                                    static_cast<std::size_t>(counts[static_cast<std::size_t>(r)])));
-        for (auto& [name, size, crc] : list) {
-          if (Status s = w->add_shard_object({name, size, crc}, brisk::checkpoint_shard_name(seq, tag, r), r); !s.ok()) {
-            return s;
-          }
+        for (const CheckpointShardEntry& e : list) {
+          if (Status s = w->add_shard_object(e, brisk::checkpoint_shard_name(seq, tag, r), r); !s.ok()) return s;
         }
       }
       if (Status s = w->save("sequence", seq); !s.ok()) return s;

@@ -65,11 +65,16 @@ namespace brisk {
 // Fault injection: with BRISK_FAULT_INJECT=checkpoint-stall in its environment, a
 // writer stops for 60 s right after it created its temporary file (tests kill it
 // there, mid-commit).
-// One dataset of a shard file.
+// One dataset of a shard file (serializable: the writing rank sends a list of these
+// to the committing one).
 struct CheckpointShardEntry {
   std::string name;  // under /objects, as given
   std::uint64_t size = 0;
   std::uint32_t crc32c = 0;
+  template <class A>
+  void serialize(A& ar) {
+    ar(name, size, crc32c);
+  }
 };
 
 // Writes `objects` as /objects/<name> datasets into the shard file <dir>/<file>

@@ -27,9 +27,9 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <tuple>
 #include <vector>
 
+#include "brisk/checkpoint/writer.hpp"
 #include "brisk/core/detail/context.hpp"
 #include "brisk/core/status.hpp"
 
@@ -146,7 +146,7 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   struct Report {
     Status status;
     std::string shard;  // "" when the rank had nothing to write
-    std::vector<std::tuple<std::string, std::uint64_t, std::uint32_t>> objects;  // name, size, crc32c
+    std::vector<CheckpointShardEntry> objects;
   };
   std::mutex report_mutex_;
   std::condition_variable report_cv_;

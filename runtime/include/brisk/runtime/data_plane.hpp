@@ -76,8 +76,6 @@ class RuntimeDataPlane final : public detail::DataPlane {
   static std::string describe_hosts(const std::vector<int>& hosts);
   void set_rollback_limit(std::chrono::milliseconds limit) noexcept { rollback_limit_ = limit; }
   std::uint32_t epoch() const noexcept { return current()->number; }
-  // The process that serves logical rank `r`.
-  int host(int r) const noexcept { return current()->hosts[static_cast<std::size_t>(r)]; }
 
   std::uint32_t create(const std::string& name, const detail::DataTypeOps* type, std::vector<int> homes,
                        bool checkpointed) override;

@@ -162,9 +162,6 @@ class DataController {
   };
   static constexpr std::uint32_t kNone = 0xFFFFFFFFu;
 
-  // The data-set table of a checkpoint; `written(slot, part)` for each partition
-  // that has been written (the others come back as T{}).
-  std::vector<std::byte> checkpoint_table(const std::function<void(std::uint32_t slot, CheckpointPart part)>& written) const;
   std::uint32_t slot_of(const detail::DataAccess& a) const;
   // The data set and partition of a slot (the inverse of slot_of).
   detail::DataAccess access_of(std::uint32_t slot) const noexcept;
