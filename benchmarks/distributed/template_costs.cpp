@@ -19,6 +19,11 @@
 //  - edit: one task moved to the next rank and back: controller time per edit, and
 //    the ranks' time per edited command.
 //  - untemplated: the controller's time per submitted task, and end to end.
+//  - adopt (rank 0's controller alone, no messages): after a rollback that lost the
+//    last rank, the survivors' controller takes the block over by an edit
+//    (carry_templates, install of the same tasks), beside installing it afresh; with
+//    the lost rank's partitions spread over the survivors (the others stay), and
+//    with every partition placed again in blocks over the survivors.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +32,8 @@
 #include <vector>
 
 #include "brisk/brisk.hpp"
+#include "brisk/core/function_registry.hpp"
+#include "brisk/scheduler/data_controller.hpp"
 
 namespace {
 
@@ -88,6 +95,69 @@ double max_per_item(const std::vector<std::vector<std::uint64_t>>& a, const std:
     if (items > 0) worst = std::max(worst, static_cast<double>(b[r][ns] - a[r][ns]) / items);
   }
   return worst;
+}
+
+// The two sweeps' task specs over data sets 0 (a) and 1 (b) of `parts` partitions.
+std::vector<brisk::detail::DataTaskSpec> sweeps_spec(int parts) {
+  const brisk::FunctionId f = brisk::detail::find_function(reinterpret_cast<const void*>(&touch))->id;
+  std::vector<brisk::detail::DataTaskSpec> specs;
+  for (std::uint32_t to : {1u, 0u}) {
+    const std::uint32_t from = 1 - to;
+    for (int i = 0; i < parts; ++i) {
+      const auto p = [&](int k) { return static_cast<std::uint32_t>((k + parts) % parts); };
+      specs.push_back({f,
+                       {{to, p(i), brisk::DataMode::kWrite},
+                        {from, p(i - 1), brisk::DataMode::kRead},
+                        {from, p(i), brisk::DataMode::kRead},
+                        {from, p(i + 1), brisk::DataMode::kRead}},
+                       {},
+                       -1});
+    }
+  }
+  return specs;
+}
+
+// Controller microseconds to install the block, or (`before` given) to take it over.
+double controller_us(int ranks, const std::vector<int>& homes, int parts, const brisk::DataController* before,
+                     const std::vector<int>& rank_map, brisk::detail::DataPlaneStats* stats,
+                     std::unique_ptr<brisk::DataController>* keep = nullptr) {
+  auto c = std::make_unique<brisk::DataController>(ranks, [](int, std::vector<std::byte>) {});
+  if (before) c->carry_templates(*before, rank_map);
+  const auto* type = brisk::detail::DataTypeRegistration<Vec>::ops;
+  c->create("a", type, homes);
+  c->create("b", type, homes);
+  auto specs = sweeps_spec(parts);
+  const auto t0 = Clock::now();
+  c->install("two_sweeps", std::move(specs));
+  const double us = seconds(Clock::now() - t0) * 1e6;
+  if (stats) *stats = c->stats();
+  if (keep) *keep = std::move(c);
+  return us;
+}
+
+void adoption(int parts) {
+  const int ranks = 4, lost = ranks - 1;
+  std::vector<int> homes, kept, blocked;
+  for (int i = 0; i < parts; ++i) {
+    const int h = static_cast<int>(static_cast<long long>(i) * ranks / parts);
+    homes.push_back(h);
+    kept.push_back(h == lost ? i % lost : h);  // the lost rank's spread, the others stay
+    blocked.push_back(static_cast<int>(static_cast<long long>(i) * lost / parts));
+  }
+  std::vector<int> map(static_cast<std::size_t>(ranks));
+  for (int r = 0; r < ranks; ++r) map[static_cast<std::size_t>(r)] = r == lost ? -1 : r;
+  std::unique_ptr<brisk::DataController> before;
+  (void)controller_us(ranks, homes, parts, nullptr, {}, nullptr, &before);
+  for (const auto& [name, layout] : {std::pair{"lost_rank_spread", &kept}, std::pair{"all_placed_again", &blocked}}) {
+    brisk::detail::DataPlaneStats adopted, fresh;
+    const double adopt_us = controller_us(lost, *layout, parts, before.get(), map, &adopted);
+    const double install_us = controller_us(lost, *layout, parts, nullptr, {}, &fresh);
+    std::printf(
+        "{\"benchmark\":\"template_adopt\",\"ranks\":\"%d -> %d\",\"tasks\":%d,\"layout\":\"%s\",\"tasks_moved\":%llu,"
+        "\"adopted\":%llu,\"controller_us\":%.1f,\"install_us\":%.1f}\n",
+        ranks, lost, 2 * parts, name, static_cast<unsigned long long>(adopted.adopted_tasks_moved),
+        static_cast<unsigned long long>(adopted.templates_adopted), adopt_us, install_us);
+  }
 }
 
 }  // namespace
@@ -217,6 +287,7 @@ int main(int argc, char** argv) {
       std::printf("{\"benchmark\":\"data_hop\",\"ranks\":%d,\"hops\":%d,\"us_per_hop\":%.2f,\"check\":%.0f}\n", ranks,
                   rounds * 100, seconds(h1 - h0) * 1e6 / (rounds * 100), got);
     }
+    adoption(parts);
     std::fflush(stdout);
     return 0;
   });

@@ -72,6 +72,15 @@ bool RuntimeDataPlane::start_epoch(std::uint32_t number, const std::vector<int>&
     e->hosts = hosts;
     e->workers.assign(hosts.size(), nullptr);
     const Epoch* ep = e.get();
+    // The ranks of the epoch before as this one numbers them (by their processes; -1:
+    // lost): templates are kept through a rollback and edited, not installed again.
+    std::vector<int> rank_map;
+    if (now) {
+      for (int p : now->hosts) {
+        const auto at = std::find(hosts.begin(), hosts.end(), p);
+        rank_map.push_back(at == hosts.end() ? -1 : static_cast<int>(at - hosts.begin()));
+      }
+    }
     for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
       if (hosts[static_cast<std::size_t>(r)] != rank_) continue;
       auto send = [this, ep, r](int to, std::vector<std::byte> m) { this->send(*ep, r, to, std::move(m)); };
@@ -80,6 +89,12 @@ bool RuntimeDataPlane::start_epoch(std::uint32_t number, const std::vector<int>&
       fresh->set_restore_loader(
           [this](const std::string& file, const std::string& name) { return restore_object(file, name); });
       if (task_hook_) fresh->set_task_hook(task_hook_);
+      // This process's worker of the epoch before (an epoch names a process once).
+      if (now) {
+        for (std::size_t o = 0; o < now->hosts.size(); ++o) {
+          if (now->hosts[o] == rank_ && now->workers[o]) fresh->carry_templates(*now->workers[o], rank_map);
+        }
+      }
       e->workers[static_cast<std::size_t>(r)] = fresh.get();
       all_workers_.push_back(std::move(fresh));
     }
@@ -90,6 +105,7 @@ bool RuntimeDataPlane::start_epoch(std::uint32_t number, const std::vector<int>&
       all_controllers_.push_back(
           std::make_unique<DataController>(static_cast<int>(hosts.size()), send, std::move(poll)));
       e->controller = all_controllers_.back().get();
+      if (now && now->controller) e->controller->carry_templates(*now->controller, rank_map);
     }
     old = current_.exchange(ep, std::memory_order_acq_rel);
     epochs_.push_back(std::move(e));

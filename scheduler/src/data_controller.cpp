@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "stopwatch.hpp"
@@ -489,6 +491,11 @@ DataCommand DataController::copy_command(const Use& u, const Copy& copy, bool se
 }
 
 std::uint32_t DataController::install(const std::string& name, std::vector<detail::DataTaskSpec> specs) {
+  if (auto kept = carried_.find(name); kept != carried_.end()) {
+    CarriedTemplate c = std::move(kept->second);
+    carried_.erase(kept);
+    if (same_tasks(c, specs)) return adopt(name, std::move(c), std::move(specs));
+  }
   detail::Stopwatch watch(stats_.controller_install_ns);
   auto t = std::make_unique<ControllerTemplate>();
   t->name = name;
@@ -543,11 +550,120 @@ std::uint32_t DataController::install(const std::string& name, std::vector<detai
     w(id, name, per_rank[static_cast<std::size_t>(r)]);
     send_to(r, DataMessage::kInstall, w);
   }
-  if (auto it = restored_templates_.find(name); it != restored_templates_.end()) {
-    check_restored_template(it->second, template_record(*t));
+  check_restored(*t);
+  templates_.push_back(std::move(t));
+  return id;
+}
+
+void DataController::check_restored(const ControllerTemplate& t) {
+  if (auto it = restored_templates_.find(t.name); it != restored_templates_.end()) {
+    check_restored_template(it->second, template_record(t));
     restored_templates_.erase(it);
   }
+}
+
+void DataController::carry_templates(const DataController& before, const std::vector<int>& rank_map) {
+  const auto map_rank = [&rank_map](int r) {
+    return r >= 0 && r < static_cast<int>(rank_map.size()) ? rank_map[static_cast<std::size_t>(r)] : -1;
+  };
+  const auto mapped = [&](ControllerTemplate t) {
+    for (TemplateTask& task : t.tasks) task.rank = map_rank(task.rank);
+    for (Use& u : t.uses) {
+      for (Copy& c : u.copies) {
+        c.from = map_rank(c.from);
+        c.to = map_rank(c.to);
+      }
+      for (int& r : u.pre) r = map_rank(r);
+      for (int& r : u.post) r = map_rank(r);
+    }
+    t.patches.clear();  // they depend on the holder table, which starts again
+    return t;
+  };
+  for (const auto& [name, c] : before.carried_) carried_[name] = CarriedTemplate{mapped(c.t), c.datasets};
+  auto names = std::make_shared<std::vector<std::string>>();
+  for (const DataSetInfo& d : before.datasets_) names->push_back(d.name);
+  std::unordered_map<std::string, int> count;
+  for (const auto& t : before.templates_) ++count[t->name];
+  for (const auto& t : before.templates_) {
+    if (count[t->name] == 1) {
+      carried_[t->name] = CarriedTemplate{mapped(*t), names};
+    } else {
+      carried_.erase(t->name);
+    }
+  }
+}
+
+bool DataController::same_tasks(const CarriedTemplate& c, const std::vector<detail::DataTaskSpec>& specs) const {
+  if (c.t.tasks.size() != specs.size()) return false;
+  for (std::size_t j = 0; j < specs.size(); ++j) {
+    const TemplateTask& then = c.t.tasks[j];
+    const detail::DataTaskSpec& now = specs[j];
+    if (then.function != now.function || then.args != now.args || then.accesses.size() != now.accesses.size()) {
+      return false;
+    }
+    for (std::size_t i = 0; i < now.accesses.size(); ++i) {
+      const detail::DataAccess& a = then.accesses[i];
+      const detail::DataAccess& b = now.accesses[i];
+      if (a.part != b.part || a.mode != b.mode || a.dataset >= c.datasets->size() || b.dataset >= datasets_.size() ||
+          (*c.datasets)[a.dataset] != datasets_[b.dataset].name) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+std::uint32_t DataController::adopt(const std::string& name, CarriedTemplate c, std::vector<detail::DataTaskSpec> specs) {
+  const auto start = std::chrono::steady_clock::now();
+  auto t = std::make_unique<ControllerTemplate>(std::move(c.t));
+  std::vector<std::pair<std::uint32_t, int>> moves;
+  {
+    detail::Stopwatch watch(stats_.controller_install_ns);
+    for (std::size_t j = 0; j < specs.size(); ++j) {
+      for (const auto& a : specs[j].accesses) (void)slot_of(a);  // this epoch's partitions exist
+      if (specs[j].accesses.empty() && specs[j].rank < 0) {
+        throw Error(fmt::format("brisk::record '{}': task {} names no partition and no rank", name, j));
+      }
+    }
+    // Each partition's data set as this epoch numbers it: the same access of the
+    // first task that touches it (same_tasks matched the tasks access by access).
+    bool renumbered = false;
+    for (Use& u : t->uses) {
+      const std::uint32_t task = u.accesses.front().first;
+      const auto& then = t->tasks[task].accesses;
+      const auto at = std::find_if(then.begin(), then.end(), [&u](const detail::DataAccess& a) {
+        return a.dataset == u.access.dataset && a.part == u.access.part;
+      });
+      u.access.dataset = specs[task].accesses[static_cast<std::size_t>(at - then.begin())].dataset;
+      const std::uint32_t slot = slot_of(u.access);
+      renumbered = renumbered || slot != u.slot;
+      u.slot = slot;
+    }
+    if (renumbered) {  // the driver created its data sets in another order
+      t->use_of_slot.clear();
+      for (std::uint32_t ui = 0; ui < t->uses.size(); ++ui) t->use_of_slot.emplace(t->uses[ui].slot, ui);
+    }
+    for (std::uint32_t j = 0; j < t->tasks.size(); ++j) {
+      const int rank = place(specs[j]);
+      if (t->tasks[j].rank != rank) moves.emplace_back(j, rank);
+      t->tasks[j].accesses = std::move(specs[j].accesses);
+    }
+  }
+  const auto id = static_cast<std::uint32_t>(templates_.size());
+  flush();
+  Writer w;
+  w(id, name);
+  send_all(DataMessage::kAdopt, w);
   templates_.push_back(std::move(t));
+  // Every rank holds its part now; the edit (sent with the next flush) moves the
+  // tasks of lost ranks and those whose partitions live elsewhere now.
+  move_tasks(id, moves);
+  ++stats_.templates_adopted;
+  stats_.adopted_tasks_moved += moves.size();
+  check_restored(*templates_.back());
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(stderr, "brisk: template '%s' taken over from before the rollback by an edit: %zu of %zu tasks moved (%.0f us)\n",
+               name.c_str(), moves.size(), templates_.back()->tasks.size(), us);
   return id;
 }
 
@@ -680,7 +796,7 @@ void DataController::move_tasks(std::uint32_t tmpl, std::span<const std::pair<st
   for (const auto& [task, rank] : target) {
     TemplateTask& tt = t.tasks[task];
     if (tt.rank == rank) continue;
-    edits[tt.rank].removed.push_back(compute_id(task));
+    if (tt.rank >= 0) edits[tt.rank].removed.push_back(compute_id(task));  // -1: a rank lost (adopt)
     tt.rank = rank;
     edits[rank].added.push_back(compute_command(t, task));
     for (std::uint32_t u : t.uses_of_task[task]) affected.push_back(u);
@@ -698,8 +814,8 @@ void DataController::move_tasks(std::uint32_t tmpl, std::span<const std::pair<st
     };
     for (const Copy& c : old) {
       if (has(u.copies, c.id)) continue;
-      edits[c.from].removed.push_back(copy_command_id(c.id));
-      edits[c.to].removed.push_back(copy_command_id(c.id));
+      if (c.from >= 0) edits[c.from].removed.push_back(copy_command_id(c.id));
+      if (c.to >= 0) edits[c.to].removed.push_back(copy_command_id(c.id));
     }
     for (const Copy& c : u.copies) {
       if (has(old, c.id)) continue;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <exception>
+#include <thread>
 
 #include "brisk/core/detail/task.hpp"
 #include "brisk/core/event_log.hpp"
@@ -172,6 +173,7 @@ bool DataWorker::handle(int from, std::span<const std::byte> message) {
       case DataMessage::kSync: on_sync(r); break;
       case DataMessage::kCheckpointPlan: on_checkpoint_plan(r); break;
       case DataMessage::kRestore: on_restore(r); break;
+      case DataMessage::kAdopt: on_adopt(r); break;
       default: throw Error(fmt::format("unknown data message kind {}", static_cast<int>(message[0])));
     }
     return true;
@@ -227,8 +229,59 @@ void DataWorker::drain() noexcept {
       }
       m = std::move(inbox_.front());
       inbox_.pop_front();
+      in_hand_.fetch_add(1, std::memory_order_acq_rel);
     }
     handle(m.first, m.second);
+    in_hand_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+void DataWorker::carry_templates(DataWorker& before, const std::vector<int>& rank_map) {
+  std::deque<std::pair<int, std::vector<std::byte>>> queued;
+  {
+    std::lock_guard lock(before.inbox_mutex_);
+    queued.swap(before.inbox_);  // its drain finds nothing more
+  }
+  // A message its drain took before that is being handled now: wait for it.
+  while (before.in_hand_.load(std::memory_order_acquire) > 0) std::this_thread::yield();
+  for (const auto& [from, m] : queued) {
+    if (m.empty()) continue;
+    switch (static_cast<DataMessage>(m[0])) {
+      case DataMessage::kDataSet:
+      case DataMessage::kInstall:
+      case DataMessage::kEdit:
+      case DataMessage::kAdopt: before.handle(from, m); break;
+      default: break;
+    }
+  }
+  const auto map_peer = [&rank_map](DataCommand& c) {
+    if (c.kind != DataCommand::kSend && c.kind != DataCommand::kRecv) return;
+    c.peer = c.peer >= 0 && c.peer < static_cast<int>(rank_map.size()) ? rank_map[static_cast<std::size_t>(c.peer)] : -1;
+  };
+  std::lock_guard theirs(before.mutex_);
+  std::lock_guard ours(mutex_);
+  for (const auto& [name, c] : before.carried_) {
+    CarriedTemplate k = c;
+    for (auto& [where, cmd] : k.commands) map_peer(cmd);
+    carried_[name] = std::move(k);
+  }
+  auto names = std::make_shared<std::unordered_map<std::uint32_t, std::string>>();
+  for (const auto& [id, d] : before.datasets_) (*names)[id] = d.name;
+  std::unordered_map<std::string, int> count;
+  for (const auto& [id, t] : before.templates_) ++count[t->name];
+  for (const auto& [id, t] : before.templates_) {
+    if (count[t->name] != 1) {
+      carried_.erase(t->name);
+      continue;
+    }
+    CarriedTemplate k;
+    k.datasets = names;
+    for (const auto& [where, entry] : t->commands) {
+      DataCommand cmd = entry->cmd;
+      map_peer(cmd);
+      k.commands.emplace(where, std::move(cmd));
+    }
+    carried_[t->name] = std::move(k);
   }
 }
 
@@ -378,6 +431,41 @@ void DataWorker::on_install(Reader& r) {
     if (!t->position_of.emplace(cid, pos).second) throw Error(fmt::format("template '{}' repeats command {}", t->name, cid));
     t->commands.emplace(std::make_pair(pos, cid), make_entry(std::move(c)));
   }
+  templates_[id] = std::move(t);
+}
+
+void DataWorker::on_adopt(Reader& r) {
+  std::uint32_t id = 0;
+  std::string name;
+  r(id, name);
+  std::lock_guard lock(mutex_);
+  detail::Stopwatch watch(install_ns_);
+  auto kept = carried_.find(name);
+  if (kept == carried_.end()) {
+    throw Error(fmt::format("template '{}' is to be taken over, but rank {} kept none of that name", name, rank_));
+  }
+  // The data sets as this epoch numbers them, by name.
+  std::unordered_map<std::string, std::uint32_t> ids;
+  for (const auto& [i, d] : datasets_) ids[d.name] = i;
+  auto t = std::make_unique<Template>();
+  t->name = name;
+  for (const auto& [where, kept_cmd] : kept->second.commands) {
+    DataCommand cmd = kept_cmd;
+    for (auto& a : cmd.accesses) {
+      const auto then = kept->second.datasets->find(a.dataset);
+      const auto now = then == kept->second.datasets->end() ? ids.end() : ids.find(then->second);
+      if (now == ids.end()) {
+        throw Error(fmt::format("template '{}' is to be taken over, but its data set {} is not known on rank {}", name,
+                                then == kept->second.datasets->end() ? std::to_string(a.dataset) : "'" + then->second + "'",
+                                rank_));
+      }
+      a.dataset = now->second;
+    }
+    t->position_of.emplace(cmd.id, cmd.position);
+    t->commands.emplace(where, make_entry(std::move(cmd)));
+  }
+  installed_ += t->commands.size();
+  carried_.erase(kept);
   templates_[id] = std::move(t);
 }
 

@@ -65,6 +65,12 @@ if [ "$transport" = ucx ]; then
       fail "$name: the driver did not run again with its data on the $((n - 1)) survivors: $(grep 'physbam_brisk: grid' <<<"$out")"
     [ "$(echo "$out" | grep '^frame ' | tail -1)" = "$(cat "$scratch/whole30")" ] ||
       fail "$name: $(echo "$out" | grep '^frame ' | tail -1), expected $(cat "$scratch/whole30")"
+    # Blocks whose tasks do not depend on the rank count (the frame's end) are kept
+    # and edited; those with per-rank reductions are recorded again.
+    if [[ " $* " != *" --brisk-templates=off "* ]]; then
+      grep -q "template 'finish' taken over from before the rollback by an edit" <<<"$out" ||
+        fail "$name: the frame-end template was not taken over by an edit: $(echo "$out" | grep -v '^frame' | tail -15)"
+    fi
     echo "$name: the job ran through the killed rank to the uninterrupted run's last frame"
   }
   killed "killed after a checkpoint" 3 kill-at-task:2:12000-15000:3 --checkpoint-frames=5

@@ -3,7 +3,8 @@
 # Checkpoints taken by the runtime every 3 template instantiations; a run killed
 # after iteration 7 restarts from the checkpoint taken before iteration 5 and ends
 # with the uninterrupted run's checksum, with templates on and off. On ucx, a rank
-# killed mid-run rolls the job back onto the survivors.
+# killed mid-run rolls the job back onto the survivors, and the recorded block is
+# edited to run there.
 set -uo pipefail
 prog=$1 scratch=$2 mpiexec=$3 transport=${4:-mpi}
 run() {  # run ARGS...
@@ -64,6 +65,10 @@ if [ "$transport" = ucx ]; then
   killed kill-at-task:2:15-15 --brisk-checkpoint-instantiations=3 --brisk-checkpoint-dir="$scratch/shrink"
   grep -q "the driver runs again from .*ckpt-" <<<"$out" || fail "not rolled back to a checkpoint: $out"
   grep -q "resuming at iteration [1-9]" <<<"$out" || fail "the rerun did not resume from the checkpoint: $out"
+  # The block's 6 tasks ran on ranks 0 0 1 1 2 2; over the survivors its partitions
+  # live on 0 0 0 1 1 1: the template is kept and edited, moving 3 tasks.
+  grep -q "template 'step' taken over from before the rollback by an edit: 3 of 6 tasks moved" <<<"$out" ||
+    fail "the template was not taken over by an edit: $out"
   echo "rank 2 of 3 killed at a data task: rolled back onto the 2 survivors, $whole"
   # Lost before the first data set (killed at the start, the driver pausing 1 s): the
   # first DataSet starts the rollback, and the rerun places everything over 2 ranks.

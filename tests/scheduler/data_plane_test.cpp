@@ -680,6 +680,75 @@ TEST_P(DataPlaneTest, MovedTasksRunOnTheirNewRankWithTheSameResults) {
 }
 
 // ---------------------------------------------------------------------------
+// 4b. Templates kept through a rollback: the survivors' epoch takes them over by an
+// edit (carry_templates, kAdopt) instead of installing them again.
+
+TEST(DataPlaneRollbackTest, TemplatesAreTakenOverByAnEditThatMovesOnlyWhatTheLossChanged) {
+  Watchdog watchdog(std::chrono::seconds(30));
+  // Three ranks: S's tasks (a.0, a.1, b, c) run on ranks 0, 1, 2, 0.
+  Fabric before(3, 1);
+  DataController& c1 = before.controller();
+  const Family x1 = make_family(c1, "x", 3);
+  const std::uint32_t s1 = c1.install("S", block_s(x1));
+  c1.install("T", block_t(x1, 3));
+  c1.install("twice", block_u(x1, 3));
+  c1.install("twice", block_u(x1, 3));  // a name installed twice is not kept
+  c1.instantiate(s1, brisk::to_bytes(1));
+  c1.sync();
+  for (std::uint32_t j = 0; j < 4; ++j) ASSERT_EQ(c1.task_rank(s1, j), (std::vector<int>{0, 1, 2, 0})[j]);
+
+  // Rank 1 is lost; processes 0 and 2 go on as ranks 0 and 1.
+  Fabric after(2, 1);
+  const std::vector<int> map{0, -1, 1};
+  after.controller().carry_templates(c1, map);
+  after.worker(0).carry_templates(before.worker(0), map);
+  after.worker(1).carry_templates(before.worker(2), map);
+  DataController& c = after.controller();
+  // The driver, run again, creates the same data sets (with other ids here: one more
+  // comes first) and places a.1, whose rank is lost, on rank 1 (b's).
+  (void)c.create("other", log_type(), {0});
+  const auto family = [&c](const std::string& tag) {
+    return Family{c.create(tag + ".a", log_type(), {0, 1}), c.create(tag + ".b", log_type(), {1}),
+                  c.create(tag + ".c", log_type(), {0})};
+  };
+  const Family x = family("x");
+  const Family y = family("y");  // the same tasks, untemplated
+
+  const std::uint32_t s = c.install("S", block_s(x));
+  EXPECT_EQ(c.stats().templates_adopted, 1u);
+  EXPECT_EQ(c.stats().adopted_tasks_moved, 1u) << "only the lost rank's task moves";
+  for (std::uint32_t j = 0; j < 4; ++j) EXPECT_EQ(c.task_rank(s, j), (std::vector<int>{0, 1, 1, 0})[j]) << "task " << j;
+  // T with another shape (one task fewer) and the twice-installed name: installed.
+  auto t_specs = [](const Family& f) { return std::vector<DataTaskSpec>{spec(dp_append, {rw(f.a, 0)}, 5, 1)}; };
+  const std::uint32_t t = c.install("T", t_specs(x));
+  const std::uint32_t u = c.install("twice", block_u(x, 2));
+  EXPECT_EQ(c.stats().templates_adopted, 1u);
+  c.sync();
+  EXPECT_EQ(after.delivered(DataMessage::kAdopt), 2u) << "S on both ranks";
+  EXPECT_EQ(after.delivered(DataMessage::kInstall), 4u) << "T and 'twice' on both ranks, S not";
+  EXPECT_GT(after.delivered(DataMessage::kEdit), 0u);
+
+  enum Block { kS, kT, kU };
+  const std::vector<Block> steps{kS, kS, kT, kS, kU, kS, kS};
+  TemplatedRun run;
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    c.instantiate(steps[i] == kS ? s : steps[i] == kT ? t : u, brisk::to_bytes(100 * static_cast<int>(i + 1)));
+    run.record(c, x);
+  }
+  c.sync();
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    auto specs = steps[i] == kS ? block_s(y) : steps[i] == kT ? t_specs(y) : block_u(y, 2);
+    run.expect_same(after, c, y, std::move(specs), params_of(100 * static_cast<int>(i + 1)), i, "step");
+  }
+  c.sync();
+  const Log a1 = after.fetch<Log>(x.a, 1);
+  // S's task on a.1 runs on its new rank; U appends on ranks 0 and 1.
+  EXPECT_EQ(a1.ranks, (std::vector<int>{1, 1, 1, 0, 1, 1, 1}));
+  EXPECT_EQ(after.malformed(), 0u);
+  EXPECT_EQ(before.malformed(), 0u);
+}
+
+// ---------------------------------------------------------------------------
 // 5. Malformed messages.
 
 Bytes commands_message(std::vector<brisk::DataCommand> cmds, std::vector<Bytes> params = {}) {
@@ -783,6 +852,12 @@ TEST_F(DataWorkerMalformedTest, EachBadMessageIsReportedAndDroppedAndTheWorkerCa
     brisk::Writer b;
     b(std::uint32_t{77}, std::uint32_t{0}, std::string("file.h5"), std::string("data/x/0"));
     expect_dropped(message(DataMessage::kRestore, b), "a restore naming an unknown data set");
+  }
+  expect_dropped({std::byte{static_cast<std::uint8_t>(DataMessage::kAdopt)}, std::byte{1}}, "a truncated adoption");
+  {
+    brisk::Writer b;
+    b(std::uint32_t{5}, std::string("never kept"));
+    expect_dropped(message(DataMessage::kAdopt, b), "the adoption of a template this rank did not keep");
   }
 
   // A copy that arrives twice before its recv: the second is dropped, the first kept.

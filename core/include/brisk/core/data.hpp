@@ -124,6 +124,9 @@ struct DataPlaneStats {
   std::uint64_t patches_reused = 0;
   std::uint64_t validations_skipped = 0;  // instantiations that needed no precondition check
   std::uint64_t edits = 0;
+  // After a rollback: templates taken over from the epoch before by an edit, and the
+  // tasks those edits moved (the others kept their rank and their copies).
+  std::uint64_t templates_adopted = 0, adopted_tasks_moved = 0;
   // Controller time (rank 0) in install, instantiate (including patches) and edits.
   std::uint64_t controller_install_ns = 0, controller_instantiate_ns = 0, controller_edit_ns = 0;
   // This rank's worker (any rank): data tasks run, and the time spent caching,

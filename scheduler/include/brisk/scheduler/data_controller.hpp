@@ -89,6 +89,18 @@ class DataController {
   // checkpoint) is reported on stderr. Throws on bytes that do not decode.
   void restore_templates(const std::string& file, std::span<const std::byte> bytes);
 
+  // Rollback: keeps the templates of `before`, the controller of the epoch this one
+  // replaces, whose rank r is this controller's rank `rank_map[r]` (-1: lost). A
+  // template installed later under the name of a kept one, with the same tasks (the
+  // same functions, arguments and partitions, data sets matched by name), is taken
+  // over by an edit instead of installed: its tasks keep their ranks, those on a
+  // lost rank or away from where this epoch places them move (move_tasks), and only
+  // the partitions they touch are derived again. Every rank takes its part from the
+  // one it kept (kAdopt, DataWorker::carry_templates), then gets the edit. A block of
+  // another shape (one whose tasks depend on the rank count, for example) is
+  // installed as usual. A name installed twice in `before` is not kept (ambiguous).
+  void carry_templates(const DataController& before, const std::vector<int>& rank_map);
+
   // Whether data set `id` got its partitions from a checkpoint.
   bool restored(std::uint32_t id) const { return id < datasets_.size() && datasets_[id].restored; }
 
@@ -155,6 +167,11 @@ class DataController {
     std::size_t bad_uses = 0;  // uses whose post does not cover their pre
     std::unordered_map<std::uint32_t, CachedPatch> patches;  // by predecessor (kNone: none)
   };
+  // A template kept through a rollback (carry_templates).
+  struct CarriedTemplate {
+    ControllerTemplate t;  // ranks are this controller's (-1: lost); data sets by the names below
+    std::shared_ptr<const std::vector<std::string>> datasets;  // names, by the data-set ids in `t`
+  };
   struct Pending {
     std::vector<DataCommand> commands;
     std::vector<std::shared_ptr<const std::vector<std::byte>>> params;
@@ -179,6 +196,12 @@ class DataController {
   DataCommand compute_command(const ControllerTemplate& t, std::uint32_t task) const;
   DataCommand copy_command(const Use& u, const Copy& c, bool sending) const;
   void apply_patch(ControllerTemplate& t, std::uint32_t tmpl);
+  // Whether `specs` are the tasks of `c` (install takes it over then).
+  bool same_tasks(const CarriedTemplate& c, const std::vector<detail::DataTaskSpec>& specs) const;
+  // Installs `c` for `specs` (same_tasks) by an edit; its template id.
+  std::uint32_t adopt(const std::string& name, CarriedTemplate c, std::vector<detail::DataTaskSpec> specs);
+  // Warns when the template just installed or adopted differs from the restored one.
+  void check_restored(const ControllerTemplate& t);
   // Waits for replies; rethrows a reported failure.
   void wait_until(const std::function<bool()>& done);
   void rethrow_failure();
@@ -208,6 +231,7 @@ class DataController {
   std::unordered_map<std::string, CheckpointDataSet> restorable_;
   std::string templates_file_;
   std::unordered_map<std::string, CheckpointTemplate> restored_templates_;  // by name, until installed
+  std::unordered_map<std::string, CarriedTemplate> carried_;                // by name, until installed
 
   // A template as checkpoints keep it.
   CheckpointTemplate template_record(const ControllerTemplate& t) const;

@@ -27,6 +27,10 @@
 //                 the partitions this rank writes into checkpoint `sequence`
 //   kRestore      u32 data set, u32 part, string file, string name: load the
 //                 partition from a checkpoint file's object `name`
+//   kAdopt        u32 template, string name: after a rollback, this rank's part of
+//                 the template of that name in the epoch before (which this rank
+//                 kept, DataWorker::carry_templates) becomes template `template`;
+//                 the kEdit that follows moves what the rollback changed
 #pragma once
 
 #include <cstddef>
@@ -52,8 +56,9 @@ enum class DataMessage : std::uint8_t {
   kFailed = 10,
   kCheckpointPlan = 11,
   kRestore = 12,
+  kAdopt = 13,
 };
-inline constexpr std::uint8_t kMaxDataMessage = 12;
+inline constexpr std::uint8_t kMaxDataMessage = 13;
 // Messages from the ranks to the controller.
 inline bool to_controller(std::uint8_t m) noexcept {
   return m >= static_cast<std::uint8_t>(DataMessage::kFetched) && m <= static_cast<std::uint8_t>(DataMessage::kFailed);

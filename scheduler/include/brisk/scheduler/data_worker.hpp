@@ -67,6 +67,14 @@ class DataWorker {
   void cancel() noexcept;
   bool cancelled() const noexcept { return cancelled_.load(std::memory_order_seq_cst); }
 
+  // Rollback: keeps the templates of `before` (the worker this one replaces on this
+  // process), their peers mapped by `rank_map` (before's rank r is this epoch's rank
+  // rank_map[r], -1: lost), until a kAdopt takes one over. Template messages that
+  // `before` received and has not handled yet are applied first; its other queued
+  // messages are dropped (they belong to the epoch that ends). The same names as the
+  // controller's carry_templates are kept. Call before `before` is cancelled.
+  void carry_templates(DataWorker& before, const std::vector<int>& rank_map);
+
   // Called as each data task starts (fault injection); set before any command.
   void set_task_hook(std::function<void()> hook) { task_hook_ = std::move(hook); }
 
@@ -102,6 +110,7 @@ class DataWorker {
   void on_sync(Reader& r);
   void on_checkpoint_plan(Reader& r);
   void on_restore(Reader& r);
+  void on_adopt(Reader& r);
 
   // Resolves a command's instances (creating them); throws on an unknown data set.
   std::shared_ptr<Entry> make_entry(DataCommand cmd);
@@ -128,6 +137,13 @@ class DataWorker {
   std::unordered_map<std::uint32_t, DataSetInfo> datasets_;
   std::unordered_map<std::uint64_t, std::unique_ptr<Instance>> instances_;
   std::unordered_map<std::uint32_t, std::unique_ptr<Template>> templates_;
+  // Kept through a rollback (carry_templates), by name, until adopted: commands in
+  // program order with the data-set ids of the epoch before, and those ids' names.
+  struct CarriedTemplate {
+    std::map<std::pair<std::uint64_t, std::uint64_t>, DataCommand> commands;
+    std::shared_ptr<const std::unordered_map<std::uint32_t, std::string>> datasets;
+  };
+  std::unordered_map<std::string, CarriedTemplate> carried_;
   std::unordered_map<std::uint64_t, std::vector<std::byte>> arrived_;  // copies here before their recv
   std::unordered_map<std::uint64_t, Node*> awaiting_;                 // recvs waiting for their copy
   std::vector<std::pair<std::uint64_t, std::uint64_t>> syncs_;        // (token, mark) to answer when idle
@@ -139,6 +155,7 @@ class DataWorker {
   std::mutex inbox_mutex_;
   std::deque<std::pair<int, std::vector<std::byte>>> inbox_;
   bool draining_ = false;
+  std::atomic<int> in_hand_{0};  // messages taken from the inbox and being handled
 
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> released_{false};
