@@ -311,6 +311,10 @@ std::optional<std::string> apply_checkpoint_every(std::string_view v, Options& o
   return apply_count(v, o.checkpoint_every_s, 1 << 30);
 }
 
+std::optional<std::string> apply_checkpoint_timeout(std::string_view v, Options& o) {
+  return apply_count(v, o.checkpoint_timeout_s, 1 << 30);
+}
+
 std::optional<std::string> apply_checkpoint_instantiations(std::string_view v, Options& o) {
   return apply_count(v, o.checkpoint_instantiations, 1 << 30);
 }
@@ -331,7 +335,7 @@ std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
 }
 
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 29> kSpecs = {{
+constexpr std::array<OptionSpec, 30> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -418,6 +422,11 @@ constexpr std::array<OptionSpec, 29> kSpecs = {{
      "saved (save the loop position before instantiating), and before the first instantiation "
      "after SIGUSR1 or --brisk-checkpoint-every asked for one; 0 = never.",
      apply_checkpoint_instantiations},
+    {"brisk-checkpoint-timeout", "BRISK_CHECKPOINT_TIMEOUT", "SECONDS", "600", "expected an integer from 0 to 1073741824",
+     "With --brisk-transport=ucx, how long rank 0 waits for a live rank's part of a checkpoint "
+     "before it gives that checkpoint up (brisk::checkpoint::now() throws; the previous one "
+     "stays the last); 0 = no limit.",
+     apply_checkpoint_timeout},
     {"brisk-restore", "BRISK_RESTORE", "latest|PATH", "\"\"", "expected latest or a checkpoint file",
      "Start from a checkpoint: latest = the newest one in --brisk-checkpoint-dir that verifies "
      "(corrupt or truncated newer ones are reported and skipped), or a file; "

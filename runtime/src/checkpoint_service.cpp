@@ -283,6 +283,7 @@ Status RuntimeCheckpoints::write_sharded(std::uint64_t sequence, std::map<std::s
   ObjectList own = data_.objects ? data_.objects(sequence) : ObjectList{};
 
   std::map<int, Report> reports;
+  const auto deadline = std::chrono::steady_clock::now() + peers_.part_timeout;
   {
     std::unique_lock lock(report_mutex_);
     for (;;) {
@@ -291,6 +292,19 @@ Status RuntimeCheckpoints::write_sharded(std::uint64_t sequence, std::map<std::s
         if (!reports_.count(r)) missing.push_back(r);
       }
       if (missing.empty()) break;
+      if (peers_.part_timeout.count() > 0 && std::chrono::steady_clock::now() >= deadline) {
+        // A live rank whose main thread does not come back from its write (a hung
+        // file system, say): give this checkpoint up rather than wait for ever.
+        std::string ranks;
+        for (int r : missing) ranks += fmt::format("{}{}", ranks.empty() ? "" : ", ", r);
+        rank_blocked_.store(true, std::memory_order_release);
+        return Status(StatusCode::kUnavailable,
+                      fmt::format("rank{} {} did not report {} part within {:g} s (--brisk-checkpoint-timeout); "
+                                  "the attempt's shards are deleted{}",
+                                  missing.size() == 1 ? "" : "s", ranks, missing.size() == 1 ? "its" : "their",
+                                  static_cast<double>(peers_.part_timeout.count()) / 1000,
+                                  last_path_.empty() ? "" : fmt::format(", and {} stays the last checkpoint", last_path_)));
+      }
       int dead = -1;
       for (int r : missing) {
         if (peers_.lost && peers_.lost(r)) dead = r;

@@ -235,19 +235,23 @@ void Cluster::on_rank_lost(Rank peer, const Status& why) {
     relocated(o, std::nullopt, lost_error(o, fmt::format("its owner, rank {}, died before it said where a copy is", peer.value)));
     o->release();
   }
+  // Once the end is announced, ranks leaving are expected.
+  const bool ended = end_code_.load(std::memory_order_acquire) != kNoEnd;
   // Its control shards move to live ranks (empty: the tables refill from new records).
   for (int i : control_->rank_lost(peer, size_, [this](Rank r) { return rank_lost(r); })) {
+    if (ended) continue;
     std::fprintf(stderr, "brisk: rank %d: control shard %d moved here from rank %d, which was lost (its tables start empty)\n",
                  self_.value, i, peer.value);
   }
-  // Once the end is announced, ranks leaving are expected.
-  if (end_code_.load(std::memory_order_acquire) == kNoEnd) {
-    std::fprintf(stderr, "brisk: rank %d: rank %d was lost: %s\n", self_.value, peer.value, why.message().c_str());
-  }
+  if (!ended) std::fprintf(stderr, "brisk: rank %d: rank %d was lost: %s\n", self_.value, peer.value, why.message().c_str());
   // Tasks that ran or waited there run again elsewhere (ucx) or fail; calls on
   // actors there fail.
   fail_pending_on(peer);
-  if (peer.value == 0 && self_.value != 0) end_code_.store(kDriverLost, std::memory_order_release);
+  if (peer.value == 0 && self_.value != 0) {
+    // Rank 0 leaving after it announced the end is no loss of the driver.
+    int none = kNoEnd;
+    end_code_.compare_exchange_strong(none, kDriverLost, std::memory_order_acq_rel);
+  }
   if (loss_handler_ && end_code_.load(std::memory_order_acquire) == kNoEnd) loss_handler_(peer);
 }
 
@@ -385,11 +389,12 @@ void Cluster::announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarn
   send_to_live_ranks(w.bytes());
 }
 
-void Cluster::announce_end(int code) {
+void Cluster::announce_end(int code, bool blocked) {
+  if (blocked) blocked_end_.store(true, std::memory_order_release);
   end_code_.store(code, std::memory_order_release);  // ranks leaving from now on are expected
   Writer w;
-  // Whether a rank died: the others may not have heard of it yet.
-  w(static_cast<std::uint8_t>(kCtlEnd), code, static_cast<std::uint8_t>(any_rank_lost()));
+  // Whether a rank died (the others may not have heard of it yet) or is blocked.
+  w(static_cast<std::uint8_t>(kCtlEnd), code, static_cast<std::uint8_t>(leave_without_mpi()));
   send_to_live_ranks(w.bytes());
 }
 
@@ -2080,11 +2085,12 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
         int code = 0;
         std::uint8_t after_death = 0;
         r(code, after_death);
+        if (after_death) blocked_end_.store(true, std::memory_order_release);
         end_code_.store(code, std::memory_order_release);
         if (after_death || any_rank_lost()) {
           // After a death this rank's main thread may be stuck in an MPI collective
-          // that can never finish (a user's own, say): if it has not left in 2 s,
-          // leave without it.
+          // that can never finish (a user's own, say), or in its overdue part of a
+          // checkpoint: if it has not left in 2 s, leave without it.
           std::thread([code, self = self_.value] {
             std::this_thread::sleep_for(std::chrono::seconds(2));
             std::fprintf(stderr, "brisk: rank %d: leaving with the job's end (code %d); this rank was blocked\n", self, code);

@@ -20,7 +20,8 @@ namespace {
 
 constexpr const char* kExpected =
     "expected kill:RANK:MIN-MAX[:SEED] (milliseconds), kill-at-task:RANK:MIN-MAX[:SEED] (data tasks), "
-    "kill-in-checkpoint:RANK:MIN-MAX[:SEED] (checkpoints) or checkpoint-stall";
+    "kill-in-checkpoint:RANK:MIN-MAX[:SEED] (checkpoints), stall-in-checkpoint:RANK:MIN-MAX[:SEED] or "
+    "checkpoint-stall";
 
 template <class T>
 std::optional<T> number(std::string_view s) {
@@ -70,6 +71,9 @@ StatusOr<std::optional<KillPlan>> parse_fault_inject(std::string_view value) {
     plan.unit = KillPlan::Unit::kDataTasks;
   } else if (parts[0] == "kill-in-checkpoint") {
     plan.unit = KillPlan::Unit::kCheckpointParts;
+  } else if (parts[0] == "stall-in-checkpoint") {
+    plan.unit = KillPlan::Unit::kCheckpointParts;
+    plan.stall = true;
   } else {
     return bad(fmt::format("unknown injection '{}'", parts[0]));
   }
@@ -111,6 +115,15 @@ std::function<void()> arm_fault_injection(const KillPlan& plan, int rank) {
                                  : fmt::format("in checkpoint part {} it writes, its shard (if it had "
                                                "partitions) written and not yet reported",
                                                point);
+    if (plan.stall) {
+      return [left, point, rank] {
+        if (left->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+        std::fprintf(stderr, "brisk: rank %d: BRISK_FAULT_INJECT stalls this rank's part of checkpoint %d for good\n",
+                     rank, point);
+        std::fflush(stderr);
+        for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+      };
+    }
     return [left, when, rank] {
       if (left->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
       die(rank, when);

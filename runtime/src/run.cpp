@@ -199,7 +199,8 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
         // Only ucx's sharded checkpoints have parts that other ranks write alone.
         if (p.unit == KillPlan::Unit::kCheckpointParts && (p.rank == 0 || options.transport != TransportKind::kUcx)) {
           plans = invalid_argument(fmt::format(
-              "BRISK_FAULT_INJECT='{}': kill-in-checkpoint needs --brisk-transport=ucx and a rank other than 0 "
+              "BRISK_FAULT_INJECT='{}': kill-in-checkpoint and stall-in-checkpoint need --brisk-transport=ucx and "
+              "a rank other than 0 "
               "(rank 0 commits checkpoints; on mpi they are collective)",
               inject));
           break;
@@ -329,6 +330,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     peers.announce = [c = cluster.get()](std::uint64_t seq, const std::string& tag) { c->announce_checkpoint(seq, tag); };
     peers.report = [c = cluster.get()](std::span<const std::byte> report) { c->send_checkpoint_report(report); };
     peers.lost = [c = cluster.get()](int r) { return c->rank_lost(Rank{r}); };
+    peers.part_timeout = std::chrono::seconds(options.checkpoint_timeout_s);
   }
   RuntimeCheckpoints checkpoints(rank, options.checkpoint_dir, options.checkpoint_keep,
                                  std::chrono::seconds(options.checkpoint_every_s), std::move(peers));
@@ -412,7 +414,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     // The end travels as a brisk message, so that the ranks wait for it asleep and a
     // dead rank 0 is noticed.
     if (rank == 0) {
-      cluster->announce_end(exit_code);
+      cluster->announce_end(exit_code, checkpoints.rank_blocked());
     } else {
       exit_code = cluster->wait_for_end([&checkpoints, rank](std::uint64_t seq, const std::string& tag) {
         if (Status s = checkpoints.participate(seq, tag); !s.ok()) {
@@ -430,9 +432,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
         exit_code = 1;
       }
     }
-    if (cluster->any_rank_lost()) {
-      // MPI cannot end a job with a dead rank (a collective or MPI_Finalize would
-      // hang): let the last messages go out, then leave without MPI.
+    if (cluster->leave_without_mpi()) {
+      // MPI cannot end a job with a dead or blocked rank (a collective or
+      // MPI_Finalize would hang): let the last messages go out, then leave without MPI.
       const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
       while (std::chrono::steady_clock::now() < until) {
         cluster->poll();

@@ -68,6 +68,21 @@ TEST(FaultInject, AKillInACheckpointIsArmedApartFromTaskKills) {
   hook();
 }
 
+TEST(FaultInject, AStallInACheckpointIsACheckpointPlanThatStalls) {
+  auto p = parse_fault_injects("stall-in-checkpoint:2:4-4:9,kill-in-checkpoint:1:3-3");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->size(), 2u);
+  EXPECT_EQ((*p)[0].unit, KillPlan::Unit::kCheckpointParts);
+  EXPECT_TRUE((*p)[0].stall);
+  EXPECT_EQ((*p)[0].rank, 2);
+  EXPECT_EQ((*p)[0].delay_ms(), 4);
+  EXPECT_FALSE((*p)[1].stall);
+  // Before the drawn part the hook returns at once.
+  auto hook = arm_fault_injections(*p, KillPlan::Unit::kCheckpointParts, 2);
+  ASSERT_TRUE(hook);
+  for (int i = 0; i < 3; ++i) hook();
+}
+
 TEST(FaultInject, OtherInjectionsAreNotKills) {
   for (const char* v : {"", "checkpoint-stall"}) {
     auto p = parse_fault_inject(v);

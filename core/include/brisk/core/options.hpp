@@ -117,6 +117,9 @@ struct Options {
   // --brisk-checkpoint-instantiations / BRISK_CHECKPOINT_INSTANTIATIONS: the runtime
   // writes a checkpoint before every N-th template instantiation (0: never).
   int checkpoint_instantiations = 0;
+  // --brisk-checkpoint-timeout / BRISK_CHECKPOINT_TIMEOUT: seconds rank 0 waits for
+  // a live rank's part of a sharded checkpoint (ucx) before it gives it up; 0 = no limit.
+  int checkpoint_timeout_s = 600;
   // --brisk-checkpoint-exit / BRISK_CHECKPOINT_EXIT: after a checkpoint that SIGUSR1
   // asked for, end the job (exit code 75) so that a batch script requeues it.
   bool checkpoint_exit = false;

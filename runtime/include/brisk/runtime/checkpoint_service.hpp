@@ -50,6 +50,9 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
     // Rank 0: whether rank r is known dead (the cluster's flag, set before its loss
     // handler runs).
     std::function<bool(int)> lost;
+    // Rank 0, sharded: how long it waits for a live rank's part before it gives the
+    // checkpoint up (--brisk-checkpoint-timeout); 0: no limit.
+    std::chrono::milliseconds part_timeout{0};
   };
   // Collective. Installs a SIGUSR1 handler that makes requested() true (rank 0);
   // `every` > 0 makes it true that long after the last checkpoint too.
@@ -83,6 +86,9 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   Status participate(std::uint64_t sequence, const std::string& tag);
   // Fault injection: called once a shard is written, before its report goes.
   void set_before_report(std::function<void()> hook) { before_report_ = std::move(hook); }
+  // Rank 0: whether a live rank's part of a checkpoint was overdue (its main thread
+  // may never come back, so the job cannot end through MPI).
+  bool rank_blocked() const noexcept { return rank_blocked_.load(std::memory_order_acquire); }
 
   // Data objects in checkpoints (runtime/data_plane.hpp). `prepare(seq)` runs on rank
   // 0 before the others are asked and returns a value kept with the checkpoint;
@@ -141,6 +147,7 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   std::atomic<std::int64_t> last_ns_;  // steady clock of the last checkpoint (or the start)
   std::string last_path_;               // the checkpoint written or restored last ("" none)
   std::function<void()> before_report_;
+  std::atomic<bool> rank_blocked_{false};
 
   // Rank 0: the sharded write in progress, and what the ranks reported.
   struct Report {

@@ -131,8 +131,10 @@ class Cluster final : public detail::Executor,
   void announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarnation) noexcept override;
 
   // --- the end of the job ---
-  // Rank 0: tells every live rank the driver's exit code.
-  void announce_end(int code);
+  // Rank 0: tells every live rank the driver's exit code. `blocked`: a live rank's
+  // main thread may never come back (its part of a checkpoint is overdue), so the
+  // job leaves without MPI, as after a death (leave_without_mpi).
+  void announce_end(int code, bool blocked = false);
   // Other ranks: waits (sleeping, polling) until rank 0 announces the end; returns
   // its code, or kDriverLost when rank 0 died. Meanwhile runs
   // `on_checkpoint(seq, tag)` on the calling thread when rank 0 asks for its part of
@@ -150,6 +152,11 @@ class Cluster final : public detail::Executor,
   static constexpr int kDriverLost = -1000;
   // Whether any rank of the job died (MPI collectives would then hang).
   bool any_rank_lost() const noexcept { return any_lost_.load(std::memory_order_acquire); }
+  // At the end: whether a rank died or may be blocked, so that MPI's collectives
+  // (MPI_Finalize among them) would hang; the ranks then leave without MPI.
+  bool leave_without_mpi() const noexcept {
+    return any_rank_lost() || blocked_end_.load(std::memory_order_acquire);
+  }
 
   // --- detail::ObjectCodec / ObjectResolver ---
   void encode_object(Writer& w, detail::ObjectState* object, Rank to) override;
@@ -367,6 +374,7 @@ class Cluster final : public detail::Executor,
   std::unique_ptr<std::atomic<bool>[]> lost_seen_;  // per rank: its loss is being handled
   std::atomic<bool> any_lost_{false};
   std::atomic<int> end_code_{kNoEnd};
+  std::atomic<bool> blocked_end_{false};  // the end was announced with a rank blocked
   // The last checkpoint request from rank 0, not yet taken by wait_for_end.
   std::mutex checkpoint_mutex_;
   std::uint64_t checkpoint_sequence_ = 0;  // 0: none

@@ -3,6 +3,7 @@
 //   BRISK_FAULT_INJECT=kill:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=kill-at-task:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=kill-in-checkpoint:RANK:MIN-MAX[:SEED]
+//   BRISK_FAULT_INJECT=stall-in-checkpoint:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=kill-at-task:2:100-200,kill-at-task:3:900-1000   (several)
 //
 // Rank RANK SIGKILLs itself at a time drawn uniformly from [MIN, MAX] milliseconds
@@ -10,7 +11,9 @@
 // drawn from [MIN, MAX] (kill-at-task: a point in the computation that does not
 // depend on timing), or in the N-th checkpoint it writes a part of, once its shard
 // is on disk and before rank 0 hears of it (kill-in-checkpoint: the ucx backend's
-// sharded checkpoints), from a generator seeded with SEED (default 1), so that a
+// sharded checkpoints; stall-in-checkpoint instead stops that rank's main thread
+// there for good, as a hung file system would, while the rest of the rank runs on),
+// from a generator seeded with SEED (default 1), so that a
 // failing run can be repeated. Every rank parses the value; a malformed one stops
 // the job at start with a message naming what was wrong. The value
 // `checkpoint-stall` belongs to the checkpoint writer and is accepted here.
@@ -33,6 +36,7 @@ struct KillPlan {
   int min_ms = 0;
   int max_ms = 0;
   std::uint64_t seed = 1;
+  bool stall = false;  // stall-in-checkpoint: the thread stops instead of the process dying
   // The point drawn from the seed, in [min_ms, max_ms] (milliseconds, data tasks or
   // checkpoints).
   int delay_ms() const;
