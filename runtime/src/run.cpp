@@ -199,10 +199,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
         // Only ucx's sharded checkpoints have parts that other ranks write alone.
         if (p.unit == KillPlan::Unit::kCheckpointParts && (p.rank == 0 || options.transport != TransportKind::kUcx)) {
           plans = invalid_argument(fmt::format(
-              "BRISK_FAULT_INJECT='{}': kill-in-checkpoint and stall-in-checkpoint need --brisk-transport=ucx and "
-              "a rank other than 0 "
+              "BRISK_FAULT_INJECT='{}': {} needs --brisk-transport=ucx and a rank other than 0 "
               "(rank 0 commits checkpoints; on mpi they are collective)",
-              inject));
+              inject, p.stall ? "stall-in-checkpoint" : "kill-in-checkpoint"));
           break;
         }
       }

@@ -219,6 +219,7 @@ void DataController::flush() {
     send_to(r, DataMessage::kCommands, w);
   }
   pending_count_ = 0;
+  unsent_edits_.clear();
 }
 
 void DataController::send_to(int rank, DataMessage kind, const Writer& body) { send_(rank, message(kind, body)); }
@@ -494,7 +495,7 @@ std::uint32_t DataController::install(const std::string& name, std::vector<detai
   if (auto kept = carried_.find(name); kept != carried_.end()) {
     CarriedTemplate c = std::move(kept->second);
     carried_.erase(kept);
-    if (same_tasks(c, specs)) return adopt(name, std::move(c), std::move(specs));
+    if (auto ids = same_tasks(c, specs)) return adopt(name, std::move(c), std::move(specs), *ids);
   }
   detail::Stopwatch watch(stats_.controller_install_ns);
   auto t = std::make_unique<ControllerTemplate>();
@@ -508,6 +509,7 @@ std::uint32_t DataController::install(const std::string& name, std::vector<detai
       throw Error(fmt::format("brisk::record '{}': task {} names no partition and no rank", name, j));
     }
     const int rank = place(s);
+    check_rank(name, j, rank);
     const auto task = static_cast<std::uint32_t>(j);
     for (const auto& a : s.accesses) {
       const std::uint32_t slot = slot_of(a);
@@ -555,6 +557,12 @@ std::uint32_t DataController::install(const std::string& name, std::vector<detai
   return id;
 }
 
+void DataController::check_rank(const std::string& name, std::size_t task, int rank) const {
+  if (rank < 0 || rank >= size_) {
+    throw Error(fmt::format("brisk::record '{}': task {} is placed on rank {}, outside [0, {})", name, task, rank, size_));
+  }
+}
+
 void DataController::check_restored(const ControllerTemplate& t) {
   if (auto it = restored_templates_.find(t.name); it != restored_templates_.end()) {
     check_restored_template(it->second, template_record(t));
@@ -584,36 +592,47 @@ void DataController::carry_templates(const DataController& before, const std::ve
   for (const DataSetInfo& d : before.datasets_) names->push_back(d.name);
   std::unordered_map<std::string, int> count;
   for (const auto& t : before.templates_) ++count[t->name];
-  for (const auto& t : before.templates_) {
-    if (count[t->name] == 1) {
-      carried_[t->name] = CarriedTemplate{mapped(*t), names};
+  for (std::uint32_t id = 0; id < before.templates_.size(); ++id) {
+    const ControllerTemplate& t = *before.templates_[id];
+    // An edit not sent yet (it travels with the next flush) is in this template but
+    // not in the ranks' parts: such a template is not kept, and is installed again.
+    if (count[t.name] == 1 && !before.unsent_edits_.count(id)) {
+      carried_[t.name] = CarriedTemplate{mapped(t), names};
     } else {
-      carried_.erase(t->name);
+      carried_.erase(t.name);
     }
   }
 }
 
-bool DataController::same_tasks(const CarriedTemplate& c, const std::vector<detail::DataTaskSpec>& specs) const {
-  if (c.t.tasks.size() != specs.size()) return false;
+std::optional<std::map<std::uint32_t, std::uint32_t>> DataController::same_tasks(
+    const CarriedTemplate& c, const std::vector<detail::DataTaskSpec>& specs) const {
+  if (c.t.tasks.size() != specs.size()) return std::nullopt;
+  std::map<std::uint32_t, std::uint32_t> ids, back;  // then -> now, and now -> then
   for (std::size_t j = 0; j < specs.size(); ++j) {
     const TemplateTask& then = c.t.tasks[j];
     const detail::DataTaskSpec& now = specs[j];
     if (then.function != now.function || then.args != now.args || then.accesses.size() != now.accesses.size()) {
-      return false;
+      return std::nullopt;
     }
     for (std::size_t i = 0; i < now.accesses.size(); ++i) {
       const detail::DataAccess& a = then.accesses[i];
       const detail::DataAccess& b = now.accesses[i];
       if (a.part != b.part || a.mode != b.mode || a.dataset >= c.datasets->size() || b.dataset >= datasets_.size() ||
           (*c.datasets)[a.dataset] != datasets_[b.dataset].name) {
-        return false;
+        return std::nullopt;
+      }
+      // One data set for one (two sets of one name must not be confused).
+      if (ids.emplace(a.dataset, b.dataset).first->second != b.dataset ||
+          back.emplace(b.dataset, a.dataset).first->second != a.dataset) {
+        return std::nullopt;
       }
     }
   }
-  return true;
+  return ids;
 }
 
-std::uint32_t DataController::adopt(const std::string& name, CarriedTemplate c, std::vector<detail::DataTaskSpec> specs) {
+std::uint32_t DataController::adopt(const std::string& name, CarriedTemplate c, std::vector<detail::DataTaskSpec> specs,
+                                    const std::map<std::uint32_t, std::uint32_t>& ids) {
   const auto start = std::chrono::steady_clock::now();
   auto t = std::make_unique<ControllerTemplate>(std::move(c.t));
   std::vector<std::pair<std::uint32_t, int>> moves;
@@ -624,17 +643,13 @@ std::uint32_t DataController::adopt(const std::string& name, CarriedTemplate c, 
       if (specs[j].accesses.empty() && specs[j].rank < 0) {
         throw Error(fmt::format("brisk::record '{}': task {} names no partition and no rank", name, j));
       }
+      check_rank(name, j, place(specs[j]));
     }
     // Each partition's data set as this epoch numbers it: the same access of the
     // first task that touches it (same_tasks matched the tasks access by access).
     bool renumbered = false;
     for (Use& u : t->uses) {
-      const std::uint32_t task = u.accesses.front().first;
-      const auto& then = t->tasks[task].accesses;
-      const auto at = std::find_if(then.begin(), then.end(), [&u](const detail::DataAccess& a) {
-        return a.dataset == u.access.dataset && a.part == u.access.part;
-      });
-      u.access.dataset = specs[task].accesses[static_cast<std::size_t>(at - then.begin())].dataset;
+      u.access.dataset = ids.at(u.access.dataset);
       const std::uint32_t slot = slot_of(u.access);
       renumbered = renumbered || slot != u.slot;
       u.slot = slot;
@@ -652,12 +667,14 @@ std::uint32_t DataController::adopt(const std::string& name, CarriedTemplate c, 
   const auto id = static_cast<std::uint32_t>(templates_.size());
   flush();
   Writer w;
-  w(id, name);
+  w(id, name, std::vector<std::pair<std::uint32_t, std::uint32_t>>(ids.begin(), ids.end()));
   send_all(DataMessage::kAdopt, w);
   templates_.push_back(std::move(t));
-  // Every rank holds its part now; the edit (sent with the next flush) moves the
-  // tasks of lost ranks and those whose partitions live elsewhere now.
+  // Every rank holds its part now; the edit moves the tasks of lost ranks and those
+  // whose partitions live elsewhere now. Sent at once: a loss before the next flush
+  // would otherwise leave the ranks' parts without it.
   move_tasks(id, moves);
+  flush();
   ++stats_.templates_adopted;
   stats_.adopted_tasks_moved += moves.size();
   check_restored(*templates_.back());
@@ -832,6 +849,7 @@ void DataController::move_tasks(std::uint32_t tmpl, std::span<const std::pair<st
     pending_[static_cast<std::size_t>(rank)].edits.push_back(message(DataMessage::kEdit, w));
     ++pending_count_;
   }
+  unsent_edits_.insert(tmpl);
   ++epoch_;
   if (last_template_ == tmpl) last_template_ = kNone;
   ++stats_.edits;

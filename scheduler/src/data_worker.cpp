@@ -262,11 +262,9 @@ void DataWorker::carry_templates(DataWorker& before, const std::vector<int>& ran
   std::lock_guard ours(mutex_);
   for (const auto& [name, c] : before.carried_) {
     CarriedTemplate k = c;
-    for (auto& [where, cmd] : k.commands) map_peer(cmd);
+    for (auto& [where, cmd] : k) map_peer(cmd);
     carried_[name] = std::move(k);
   }
-  auto names = std::make_shared<std::unordered_map<std::uint32_t, std::string>>();
-  for (const auto& [id, d] : before.datasets_) (*names)[id] = d.name;
   std::unordered_map<std::string, int> count;
   for (const auto& [id, t] : before.templates_) ++count[t->name];
   for (const auto& [id, t] : before.templates_) {
@@ -275,11 +273,10 @@ void DataWorker::carry_templates(DataWorker& before, const std::vector<int>& ran
       continue;
     }
     CarriedTemplate k;
-    k.datasets = names;
     for (const auto& [where, entry] : t->commands) {
       DataCommand cmd = entry->cmd;
       map_peer(cmd);
-      k.commands.emplace(where, std::move(cmd));
+      k.emplace(where, std::move(cmd));
     }
     carried_[t->name] = std::move(k);
   }
@@ -437,27 +434,24 @@ void DataWorker::on_install(Reader& r) {
 void DataWorker::on_adopt(Reader& r) {
   std::uint32_t id = 0;
   std::string name;
-  r(id, name);
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> renumbered;
+  r(id, name, renumbered);
+  const std::map<std::uint32_t, std::uint32_t> ids(renumbered.begin(), renumbered.end());
   std::lock_guard lock(mutex_);
   detail::Stopwatch watch(install_ns_);
   auto kept = carried_.find(name);
   if (kept == carried_.end()) {
     throw Error(fmt::format("template '{}' is to be taken over, but rank {} kept none of that name", name, rank_));
   }
-  // The data sets as this epoch numbers them, by name.
-  std::unordered_map<std::string, std::uint32_t> ids;
-  for (const auto& [i, d] : datasets_) ids[d.name] = i;
   auto t = std::make_unique<Template>();
   t->name = name;
-  for (const auto& [where, kept_cmd] : kept->second.commands) {
+  for (const auto& [where, kept_cmd] : kept->second) {
     DataCommand cmd = kept_cmd;
     for (auto& a : cmd.accesses) {
-      const auto then = kept->second.datasets->find(a.dataset);
-      const auto now = then == kept->second.datasets->end() ? ids.end() : ids.find(then->second);
+      const auto now = ids.find(a.dataset);
       if (now == ids.end()) {
-        throw Error(fmt::format("template '{}' is to be taken over, but its data set {} is not known on rank {}", name,
-                                then == kept->second.datasets->end() ? std::to_string(a.dataset) : "'" + then->second + "'",
-                                rank_));
+        throw Error(fmt::format("template '{}' is to be taken over, but its data set {} is not renumbered", name,
+                                a.dataset));
       }
       a.dataset = now->second;
     }

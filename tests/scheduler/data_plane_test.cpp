@@ -748,6 +748,131 @@ TEST(DataPlaneRollbackTest, TemplatesAreTakenOverByAnEditThatMovesOnlyWhatTheLos
   EXPECT_EQ(before.malformed(), 0u);
 }
 
+// log(0) += args, after a nap of `args` ms (holds a rank's only worker).
+void dp_nap(brisk::DataTask& t) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(t.args<int>()));
+  dp_append(t);
+}
+BRISK_DATA_TASK(dp_nap);
+
+// Waits until `f` delivered `n` messages of `kind` in all.
+void await_delivered(const Fabric& f, DataMessage kind, std::uint64_t n) {
+  while (f.delivered(kind) < n) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+TEST(DataPlaneRollbackTest, TemplateMessagesAWorkerHadNotHandledYetAreKept) {
+  Watchdog watchdog(std::chrono::seconds(30));
+  Fabric before(3, 1);
+  DataController& c1 = before.controller();
+  const Family x1 = make_family(c1, "x", 3);  // b on rank 2
+  const std::uint32_t s1 = c1.install("S", block_s(x1));
+  c1.sync();
+  // Rank 2's only worker naps, so the template messages that follow wait in its inbox.
+  c1.submit(spec(dp_nap, {rw(x1.b, 0)}, 400), nullptr);
+  c1.flush();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::uint64_t installs = before.delivered(DataMessage::kInstall);
+  const std::uint64_t edits = before.delivered(DataMessage::kEdit);
+  const std::vector<std::pair<std::uint32_t, int>> to_rank_2{{0, 2}};
+  c1.move_tasks(s1, to_rank_2);  // a.0's task to rank 2 (an edit of ranks 0 and 2)
+  c1.install("Q", {spec(dp_append, {rw(x1.b, 0)}, 7)});  // on rank 2
+  c1.flush();
+  await_delivered(before, DataMessage::kInstall, installs + 3);
+  await_delivered(before, DataMessage::kEdit, edits + 2);
+  // Rank 1 is lost; processes 0 and 2 go on. Rank 2's worker has not handled the
+  // edit and Q yet: carry_templates applies them.
+  Fabric after(2, 1);
+  const std::vector<int> map{0, -1, 1};
+  after.controller().carry_templates(c1, map);
+  after.worker(0).carry_templates(before.worker(0), map);
+  after.worker(1).carry_templates(before.worker(2), map);
+  DataController& c = after.controller();
+  const auto family = [&c](const std::string& tag) {
+    return Family{c.create(tag + ".a", log_type(), {0, 1}), c.create(tag + ".b", log_type(), {1}),
+                  c.create(tag + ".c", log_type(), {0})};
+  };
+  const Family x = family("x");
+  const Family y = family("y");
+  auto s_specs = [](const Family& f) {
+    auto specs = block_s(f);
+    specs[0].rank = 1;  // where the edit put it (rank 2 then)
+    return specs;
+  };
+  const std::uint32_t s = c.install("S", s_specs(x));
+  const std::uint32_t q = c.install("Q", {spec(dp_append, {rw(x.b, 0)}, 7)});
+  EXPECT_EQ(c.stats().templates_adopted, 2u);
+  EXPECT_EQ(c.task_rank(s, 0), 1);
+  EXPECT_EQ(c.task_rank(q, 0), 1);
+  TemplatedRun run;
+  for (int i = 0; i < 4; ++i) {
+    c.instantiate(i % 2 ? q : s, brisk::to_bytes(10 * (i + 1)));
+    run.record(c, x);
+  }
+  c.sync();
+  for (int i = 0; i < 4; ++i) {
+    auto specs = i % 2 ? std::vector<DataTaskSpec>{spec(dp_append, {rw(y.b, 0)}, 7)} : s_specs(y);
+    run.expect_same(after, c, y, std::move(specs), params_of(10 * (i + 1)), static_cast<std::size_t>(i), "step");
+  }
+  c.sync();
+  EXPECT_EQ(after.fetch<Log>(x.a, 0).ranks, (std::vector<int>{1, 1})) << "a.0's task runs where the edit put it";
+  EXPECT_EQ(after.malformed(), 0u);
+  EXPECT_EQ(before.malformed(), 0u);
+}
+
+TEST(DataPlaneRollbackTest, ASecondLossTakesOverAgainAndAnEditNotSentYetIsInstalledAfresh) {
+  Watchdog watchdog(std::chrono::seconds(30));
+  // Four ranks; rank 1 lost (processes 0, 2, 3 go on); then process 3 lost.
+  Fabric first(4, 1);
+  const Family x1 = make_family(first.controller(), "x", 4);  // a {0, 1}, b {2}, c {3}
+  first.controller().install("S", block_s(x1));
+  first.controller().install("M", block_s(x1));
+  first.controller().sync();
+
+  Fabric second(3, 1);
+  const std::vector<int> map1{0, -1, 1, 2};
+  second.controller().carry_templates(first.controller(), map1);
+  for (int r : {0, 2, 3}) second.worker(map1[static_cast<std::size_t>(r)]).carry_templates(first.worker(r), map1);
+  DataController& c2 = second.controller();
+  const Family x2{c2.create("x.a", log_type(), {0, 0}), c2.create("x.b", log_type(), {1}),
+                  c2.create("x.c", log_type(), {2})};
+  const std::uint32_t s2 = c2.install("S", block_s(x2));
+  const std::uint32_t m2 = c2.install("M", block_s(x2));
+  EXPECT_EQ(c2.stats().templates_adopted, 2u);
+  c2.instantiate(s2, brisk::to_bytes(1));
+  const std::vector<std::pair<std::uint32_t, int>> to_rank_0{{2, 0}};
+  c2.move_tasks(m2, to_rank_0);  // not sent before the next loss
+  // (no flush: process 3 is lost now)
+
+  Fabric third(2, 1);
+  const std::vector<int> map2{0, 1, -1};
+  third.controller().carry_templates(c2, map2);
+  third.worker(0).carry_templates(second.worker(0), map2);
+  third.worker(1).carry_templates(second.worker(1), map2);
+  DataController& c = third.controller();
+  const auto family = [&c](const std::string& tag) {
+    return Family{c.create(tag + ".a", log_type(), {0, 0}), c.create(tag + ".b", log_type(), {1}),
+                  c.create(tag + ".c", log_type(), {1})};
+  };
+  const Family x = family("x");
+  const Family y = family("y");
+  const std::uint32_t s = c.install("S", block_s(x));
+  const std::uint32_t m = c.install("M", block_s(x));
+  EXPECT_EQ(c.stats().templates_adopted, 1u) << "S taken over again; M, edited and not sent, installed";
+  EXPECT_EQ(c.stats().adopted_tasks_moved, 1u) << "c's task, on the lost process";
+  TemplatedRun run;
+  for (int i = 0; i < 4; ++i) {
+    c.instantiate(i % 2 ? m : s, brisk::to_bytes(i + 1));
+    run.record(c, x);
+  }
+  c.sync();
+  for (int i = 0; i < 4; ++i) {
+    run.expect_same(third, c, y, block_s(y), params_of(i + 1), static_cast<std::size_t>(i), "step");
+  }
+  c.sync();
+  EXPECT_EQ(third.malformed(), 0u);
+  EXPECT_EQ(second.malformed(), 0u);
+}
+
 // ---------------------------------------------------------------------------
 // 5. Malformed messages.
 
@@ -856,7 +981,7 @@ TEST_F(DataWorkerMalformedTest, EachBadMessageIsReportedAndDroppedAndTheWorkerCa
   expect_dropped({std::byte{static_cast<std::uint8_t>(DataMessage::kAdopt)}, std::byte{1}}, "a truncated adoption");
   {
     brisk::Writer b;
-    b(std::uint32_t{5}, std::string("never kept"));
+    b(std::uint32_t{5}, std::string("never kept"), std::vector<std::pair<std::uint32_t, std::uint32_t>>{});
     expect_dropped(message(DataMessage::kAdopt, b), "the adoption of a template this rank did not keep");
   }
 

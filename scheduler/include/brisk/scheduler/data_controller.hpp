@@ -196,10 +196,15 @@ class DataController {
   DataCommand compute_command(const ControllerTemplate& t, std::uint32_t task) const;
   DataCommand copy_command(const Use& u, const Copy& c, bool sending) const;
   void apply_patch(ControllerTemplate& t, std::uint32_t tmpl);
-  // Whether `specs` are the tasks of `c` (install takes it over then).
-  bool same_tasks(const CarriedTemplate& c, const std::vector<detail::DataTaskSpec>& specs) const;
-  // Installs `c` for `specs` (same_tasks) by an edit; its template id.
-  std::uint32_t adopt(const std::string& name, CarriedTemplate c, std::vector<detail::DataTaskSpec> specs);
+  // When `specs` are the tasks of `c` (install takes it over then): the data sets of
+  // `c` (its ids) as this controller numbers them, one for one.
+  std::optional<std::map<std::uint32_t, std::uint32_t>> same_tasks(const CarriedTemplate& c,
+                                                                    const std::vector<detail::DataTaskSpec>& specs) const;
+  // Installs `c` for `specs` (same_tasks gave `ids`) by an edit; its template id.
+  std::uint32_t adopt(const std::string& name, CarriedTemplate c, std::vector<detail::DataTaskSpec> specs,
+                      const std::map<std::uint32_t, std::uint32_t>& ids);
+  // Throws when a task of template `name` is placed outside [0, size).
+  void check_rank(const std::string& name, std::size_t task, int rank) const;
   // Warns when the template just installed or adopted differs from the restored one.
   void check_restored(const ControllerTemplate& t);
   // Waits for replies; rethrows a reported failure.
@@ -232,6 +237,7 @@ class DataController {
   std::string templates_file_;
   std::unordered_map<std::string, CheckpointTemplate> restored_templates_;  // by name, until installed
   std::unordered_map<std::string, CarriedTemplate> carried_;                // by name, until installed
+  std::unordered_set<std::uint32_t> unsent_edits_;  // templates edited since the last flush
 
   // A template as checkpoints keep it.
   CheckpointTemplate template_record(const ControllerTemplate& t) const;

@@ -27,10 +27,11 @@
 //                 the partitions this rank writes into checkpoint `sequence`
 //   kRestore      u32 data set, u32 part, string file, string name: load the
 //                 partition from a checkpoint file's object `name`
-//   kAdopt        u32 template, string name: after a rollback, this rank's part of
-//                 the template of that name in the epoch before (which this rank
-//                 kept, DataWorker::carry_templates) becomes template `template`;
-//                 the kEdit that follows moves what the rollback changed
+//   kAdopt        u32 template, string name, vector<(u32, u32)> data sets: after a
+//                 rollback, this rank's part of the template of that name in the
+//                 epoch before (which this rank kept, DataWorker::carry_templates)
+//                 becomes template `template`, its data sets renumbered (kept id ->
+//                 id now); the kEdit that follows moves what the rollback changed
 #pragma once
 
 #include <cstddef>

@@ -71,8 +71,11 @@ class DataWorker {
   // process), their peers mapped by `rank_map` (before's rank r is this epoch's rank
   // rank_map[r], -1: lost), until a kAdopt takes one over. Template messages that
   // `before` received and has not handled yet are applied first; its other queued
-  // messages are dropped (they belong to the epoch that ends). The same names as the
-  // controller's carry_templates are kept. Call before `before` is cancelled.
+  // messages are dropped (they belong to the epoch that ends). Waits for a message
+  // `before` is handling now (one message's handling: at most a partition restored
+  // from a checkpoint). Names installed twice are left out, as the controller's
+  // carry_templates does; the controller adopts only what every rank kept. Call
+  // before `before` is cancelled.
   void carry_templates(DataWorker& before, const std::vector<int>& rank_map);
 
   // Called as each data task starts (fault injection); set before any command.
@@ -138,11 +141,9 @@ class DataWorker {
   std::unordered_map<std::uint64_t, std::unique_ptr<Instance>> instances_;
   std::unordered_map<std::uint32_t, std::unique_ptr<Template>> templates_;
   // Kept through a rollback (carry_templates), by name, until adopted: commands in
-  // program order with the data-set ids of the epoch before, and those ids' names.
-  struct CarriedTemplate {
-    std::map<std::pair<std::uint64_t, std::uint64_t>, DataCommand> commands;
-    std::shared_ptr<const std::unordered_map<std::uint32_t, std::string>> datasets;
-  };
+  // program order, with the data-set ids of the epoch the template was installed in
+  // (kAdopt says what they are now).
+  using CarriedTemplate = std::map<std::pair<std::uint64_t, std::uint64_t>, DataCommand>;
   std::unordered_map<std::string, CarriedTemplate> carried_;
   std::unordered_map<std::uint64_t, std::vector<std::byte>> arrived_;  // copies here before their recv
   std::unordered_map<std::uint64_t, Node*> awaiting_;                 // recvs waiting for their copy
