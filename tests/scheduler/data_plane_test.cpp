@@ -683,6 +683,21 @@ TEST_P(DataPlaneTest, MovedTasksRunOnTheirNewRankWithTheSameResults) {
 // 4b. Templates kept through a rollback: the survivors' epoch takes them over by an
 // edit (carry_templates, kAdopt) instead of installing them again.
 
+// A rollback between two fabrics: `after` takes over the templates of `before`,
+// whose rank r is after's rank map[r] (-1: lost).
+void take_over(Fabric& before, Fabric& after, const std::vector<int>& map) {
+  after.controller().carry_templates(before.controller(), map);
+  for (std::size_t r = 0; r < map.size(); ++r) {
+    if (map[r] >= 0) after.worker(map[r]).carry_templates(before.worker(static_cast<int>(r)), map);
+  }
+}
+
+// The family `tag` with a's partitions on a_homes, b on b_home and c on c_home.
+Family family_on(DataController& c, const std::string& tag, std::vector<int> a_homes, int b_home, int c_home) {
+  return Family{c.create(tag + ".a", log_type(), std::move(a_homes)), c.create(tag + ".b", log_type(), {b_home}),
+                c.create(tag + ".c", log_type(), {c_home})};
+}
+
 TEST(DataPlaneRollbackTest, TemplatesAreTakenOverByAnEditThatMovesOnlyWhatTheLossChanged) {
   Watchdog watchdog(std::chrono::seconds(30));
   // Three ranks: S's tasks (a.0, a.1, b, c) run on ranks 0, 1, 2, 0.
@@ -699,20 +714,13 @@ TEST(DataPlaneRollbackTest, TemplatesAreTakenOverByAnEditThatMovesOnlyWhatTheLos
 
   // Rank 1 is lost; processes 0 and 2 go on as ranks 0 and 1.
   Fabric after(2, 1);
-  const std::vector<int> map{0, -1, 1};
-  after.controller().carry_templates(c1, map);
-  after.worker(0).carry_templates(before.worker(0), map);
-  after.worker(1).carry_templates(before.worker(2), map);
+  take_over(before, after, {0, -1, 1});
   DataController& c = after.controller();
   // The driver, run again, creates the same data sets (with other ids here: one more
   // comes first) and places a.1, whose rank is lost, on rank 1 (b's).
   (void)c.create("other", log_type(), {0});
-  const auto family = [&c](const std::string& tag) {
-    return Family{c.create(tag + ".a", log_type(), {0, 1}), c.create(tag + ".b", log_type(), {1}),
-                  c.create(tag + ".c", log_type(), {0})};
-  };
-  const Family x = family("x");
-  const Family y = family("y");  // the same tasks, untemplated
+  const Family x = family_on(c, "x", {0, 1}, 1, 0);
+  const Family y = family_on(c, "y", {0, 1}, 1, 0);  // the same tasks, untemplated
 
   const std::uint32_t s = c.install("S", block_s(x));
   EXPECT_EQ(c.stats().templates_adopted, 1u);
@@ -782,17 +790,10 @@ TEST(DataPlaneRollbackTest, TemplateMessagesAWorkerHadNotHandledYetAreKept) {
   // Rank 1 is lost; processes 0 and 2 go on. Rank 2's worker has not handled the
   // edit and Q yet: carry_templates applies them.
   Fabric after(2, 1);
-  const std::vector<int> map{0, -1, 1};
-  after.controller().carry_templates(c1, map);
-  after.worker(0).carry_templates(before.worker(0), map);
-  after.worker(1).carry_templates(before.worker(2), map);
+  take_over(before, after, {0, -1, 1});
   DataController& c = after.controller();
-  const auto family = [&c](const std::string& tag) {
-    return Family{c.create(tag + ".a", log_type(), {0, 1}), c.create(tag + ".b", log_type(), {1}),
-                  c.create(tag + ".c", log_type(), {0})};
-  };
-  const Family x = family("x");
-  const Family y = family("y");
+  const Family x = family_on(c, "x", {0, 1}, 1, 0);
+  const Family y = family_on(c, "y", {0, 1}, 1, 0);
   auto s_specs = [](const Family& f) {
     auto specs = block_s(f);
     specs[0].rank = 1;  // where the edit put it (rank 2 then)
@@ -829,12 +830,9 @@ TEST(DataPlaneRollbackTest, ASecondLossTakesOverAgainAndAnEditNotSentYetIsInstal
   first.controller().sync();
 
   Fabric second(3, 1);
-  const std::vector<int> map1{0, -1, 1, 2};
-  second.controller().carry_templates(first.controller(), map1);
-  for (int r : {0, 2, 3}) second.worker(map1[static_cast<std::size_t>(r)]).carry_templates(first.worker(r), map1);
+  take_over(first, second, {0, -1, 1, 2});
   DataController& c2 = second.controller();
-  const Family x2{c2.create("x.a", log_type(), {0, 0}), c2.create("x.b", log_type(), {1}),
-                  c2.create("x.c", log_type(), {2})};
+  const Family x2 = family_on(c2, "x", {0, 0}, 1, 2);
   const std::uint32_t s2 = c2.install("S", block_s(x2));
   const std::uint32_t m2 = c2.install("M", block_s(x2));
   EXPECT_EQ(c2.stats().templates_adopted, 2u);
@@ -844,17 +842,10 @@ TEST(DataPlaneRollbackTest, ASecondLossTakesOverAgainAndAnEditNotSentYetIsInstal
   // (no flush: process 3 is lost now)
 
   Fabric third(2, 1);
-  const std::vector<int> map2{0, 1, -1};
-  third.controller().carry_templates(c2, map2);
-  third.worker(0).carry_templates(second.worker(0), map2);
-  third.worker(1).carry_templates(second.worker(1), map2);
+  take_over(second, third, {0, 1, -1});
   DataController& c = third.controller();
-  const auto family = [&c](const std::string& tag) {
-    return Family{c.create(tag + ".a", log_type(), {0, 0}), c.create(tag + ".b", log_type(), {1}),
-                  c.create(tag + ".c", log_type(), {1})};
-  };
-  const Family x = family("x");
-  const Family y = family("y");
+  const Family x = family_on(c, "x", {0, 0}, 1, 1);
+  const Family y = family_on(c, "y", {0, 0}, 1, 1);
   const std::uint32_t s = c.install("S", block_s(x));
   const std::uint32_t m = c.install("M", block_s(x));
   EXPECT_EQ(c.stats().templates_adopted, 1u) << "S taken over again; M, edited and not sent, installed";
