@@ -237,6 +237,12 @@ class Fabric {
     return n;
   }
 
+  // Waits until every message sent so far was delivered (the runtime's transport
+  // delivers a rank's messages in order, so a rollback's start comes after them).
+  void await_wire() const {
+    while (in_flight_.load(std::memory_order_acquire) > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
   template <class T>
   T fetch(std::uint32_t ds, std::uint32_t part) {
     return brisk::from_bytes<T>(controller_->fetch_wait(controller_->fetch_start(ds, part)));
@@ -254,6 +260,7 @@ class Fabric {
       deliver(from, to, std::move(m));
       return;
     }
+    in_flight_.fetch_add(1, std::memory_order_acq_rel);
     {
       std::lock_guard lock(wire_mutex_);
       wire_queue_.push_back(Message{from, to, std::move(m)});
@@ -289,6 +296,7 @@ class Fabric {
       wire_queue_.pop_front();
       lock.unlock();
       deliver(m.from, m.to, std::move(m.bytes));
+      in_flight_.fetch_sub(1, std::memory_order_acq_rel);
       lock.lock();
     }
   }
@@ -308,6 +316,7 @@ class Fabric {
   std::array<std::atomic<std::uint64_t>, 256> delivered_{};
   std::array<std::atomic<std::uint64_t>, kMaxRanks * kMaxRanks> copies_{};
   std::atomic<std::uint64_t> misrouted_{0};
+  std::atomic<std::int64_t> in_flight_{0};  // messages on the wire
 };
 
 struct Shape {
@@ -839,7 +848,8 @@ TEST(DataPlaneRollbackTest, ASecondLossTakesOverAgainAndAnEditNotSentYetIsInstal
   c2.instantiate(s2, brisk::to_bytes(1));
   const std::vector<std::pair<std::uint32_t, int>> to_rank_0{{2, 0}};
   c2.move_tasks(m2, to_rank_0);  // not sent before the next loss
-  // (no flush: process 3 is lost now)
+  // No flush: process 3 is lost now (what was sent before has arrived).
+  second.await_wire();
 
   Fabric third(2, 1);
   take_over(second, third, {0, 1, -1});
