@@ -645,8 +645,7 @@ std::uint32_t DataController::adopt(const std::string& name, CarriedTemplate c, 
       }
       check_rank(name, j, place(specs[j]));
     }
-    // Each partition's data set as this epoch numbers it: the same access of the
-    // first task that touches it (same_tasks matched the tasks access by access).
+    // Each partition's data set as this epoch numbers it (`ids`, from same_tasks).
     bool renumbered = false;
     for (Use& u : t->uses) {
       u.access.dataset = ids.at(u.access.dataset);
