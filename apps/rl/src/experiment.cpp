@@ -2,8 +2,12 @@
 
 #include <brisk/brisk.hpp>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <optional>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -28,7 +32,14 @@ struct EnvStep {
 // One environment and its feature state: called directly (single) or as an actor.
 class Simulator {
  public:
+  Simulator() = default;
   Simulator(std::uint64_t seed, StepCost cost) : game_(seed, cost), previous_(game_.frame()) {}
+  // Its whole state, for checkpoints (an actor made from it goes on from there).
+  Simulator state() const { return *this; }
+  template <class A>
+  void serialize(A& ar) {
+    ar(game_, previous_);
+  }
   EnvStep observe() const {
     EnvStep out;
     out.features.resize(kFeatures);
@@ -52,10 +63,11 @@ class Simulator {
 
  private:
   Pong game_;
-  Frame previous_;
+  Frame previous_{};
 };
 BRISK_REMOTE(Simulator::observe);
 BRISK_REMOTE(Simulator::step);
+BRISK_REMOTE(Simulator::state);
 
 namespace {
 
@@ -68,6 +80,7 @@ std::uint64_t env_seed(const ExperimentConfig& c, int env) { return mix_seed(c.s
 // learner, the rewards and the learning curve.
 class Agent {
  public:
+  Agent() = default;
   explicit Agent(const ExperimentConfig& c)
       : learner_(learner_config(c), c.seed), rngs_(static_cast<std::size_t>(c.envs)),
         features_(static_cast<std::size_t>(c.envs)), actions_(static_cast<std::size_t>(c.envs), kStay),
@@ -124,6 +137,12 @@ class Agent {
     r.final_params = learner_.policy().params();
   }
 
+  // The state a checkpoint keeps (not the scratch buffers of choose()).
+  template <class A>
+  void serialize(A& ar) {
+    ar(learner_, rngs_, features_, actions_, returns_, episodes_, curve_);
+  }
+
  private:
   static LearnerConfig learner_config(const ExperimentConfig& c) {
     LearnerConfig l = c.learner;
@@ -153,10 +172,15 @@ void report(const Progress& progress, std::int64_t done, std::int64_t total, Clo
   }
 }
 
-std::vector<brisk::Actor<Simulator>> make_simulators(const ExperimentConfig& c) {
+// The simulator actors, fresh or (`saved`) made from a checkpoint's states.
+std::vector<brisk::Actor<Simulator>> make_simulators(const ExperimentConfig& c,
+                                                     const std::vector<Simulator>* saved = nullptr) {
   std::vector<brisk::Actor<Simulator>> sims;
   const brisk::ActorOptions options{.max_restarts = c.actor_restarts, .replay_calls = c.actor_restarts > 0};
-  for (int e = 0; e < c.envs; ++e) sims.push_back(brisk::actor<Simulator>(options, env_seed(c, e), c.cost));
+  for (int e = 0; e < c.envs; ++e) {
+    sims.push_back(saved ? brisk::actor<Simulator>(options, (*saved)[static_cast<std::size_t>(e)])
+                         : brisk::actor<Simulator>(options, env_seed(c, e), c.cost));
+  }
   for (const auto& s : sims) s.rank();  // created everywhere before the clock starts
   return sims;
 }
@@ -169,6 +193,32 @@ std::vector<brisk::Actor<Simulator>> start_simulators(const ExperimentConfig& c,
     agent.set_features(e, brisk::get(sims[static_cast<std::size_t>(e)].call(&Simulator::observe)).features);
   }
   return sims;
+}
+
+// What a bsp checkpoint keeps: where the run was, and the agent and simulators then.
+struct BspCheckpoint {
+  std::int64_t total_steps = 0;  // the run's --steps (a checkpoint of another run is not used)
+  std::int64_t steps = 0;
+  Agent agent;
+  std::vector<Simulator> sims;
+  template <class A>
+  void serialize(A& ar) {
+    ar(total_steps, steps, agent, sims);
+  }
+};
+constexpr const char* kBspCheckpoint = "brisk_rl.bsp";
+
+// The bsp state of the checkpoint this run was restored from, when it is this run's.
+std::optional<BspCheckpoint> restored_bsp(const ExperimentConfig& c) {
+  if (c.checkpoint_rounds <= 0) return std::nullopt;
+  auto saved = brisk::checkpoint::load<BspCheckpoint>(kBspCheckpoint);
+  if (saved && (saved->total_steps != c.steps || saved->sims.size() != static_cast<std::size_t>(c.envs))) {
+    std::fprintf(stderr, "brisk_rl: the checkpoint's bsp state is of another run (%lld steps, %zu environments); "
+                         "bsp starts afresh\n",
+                 static_cast<long long>(saved->total_steps), saved->sims.size());
+    return std::nullopt;
+  }
+  return saved;
 }
 
 int calibrate_here() {
@@ -208,12 +258,23 @@ WayResult run_single(const ExperimentConfig& c, const Progress& progress) {
 WayResult run_bsp(const ExperimentConfig& c, const Progress& progress) {
   WayResult r;
   r.name = "bsp";
-  Agent agent(c);
-  auto sims = start_simulators(c, agent);
+  Agent agent;
+  std::vector<brisk::Actor<Simulator>> sims;
+  if (auto saved = restored_bsp(c)) {
+    agent = std::move(saved->agent);
+    sims = make_simulators(c, &saved->sims);
+    r.steps = saved->steps;
+    std::printf("bsp resumes at step %lld of %lld from checkpoint %llu\n", static_cast<long long>(r.steps),
+                static_cast<long long>(c.steps), static_cast<unsigned long long>(brisk::checkpoint::restored()));
+  } else {
+    agent = Agent(c);
+    sims = start_simulators(c, agent);
+  }
   const auto envs = all_envs(c.envs);
   std::vector<brisk::Ref<EnvStep>> refs(static_cast<std::size_t>(c.envs));
   const auto t0 = Clock::now();
   auto last = t0;
+  std::int64_t rounds = r.steps / c.envs;
   while (r.steps < c.steps) {
     agent.choose(envs);
     for (int e = 0; e < c.envs; ++e) refs[static_cast<std::size_t>(e)] = sims[static_cast<std::size_t>(e)].call(&Simulator::step, agent.action(e));
@@ -222,6 +283,23 @@ WayResult run_bsp(const ExperimentConfig& c, const Progress& progress) {
       agent.observe(e, brisk::get(refs[static_cast<std::size_t>(e)]), r.steps, since(t0));
     }
     report(progress, r.steps, c.steps, last);
+    ++rounds;
+    if (c.checkpoint_rounds > 0 && rounds % c.checkpoint_rounds == 0 && r.steps < c.steps) {
+      // Between rounds nothing is in flight: the agent and each simulator's state
+      // are the whole of the run.
+      BspCheckpoint ck;
+      ck.total_steps = c.steps;
+      ck.steps = r.steps;
+      ck.agent = agent;
+      for (const auto& s : sims) ck.sims.push_back(brisk::get(s.call(&Simulator::state)));
+      brisk::checkpoint::save(kBspCheckpoint, ck);
+      brisk::checkpoint::now();
+    }
+    if (rounds == c.die_after_rounds) {
+      std::printf("bsp: killed after round %lld (--die-after-rounds)\n", static_cast<long long>(rounds));
+      std::fflush(nullptr);
+      raise(SIGKILL);
+    }
   }
   r.seconds = since(t0);
   agent.finish(r);

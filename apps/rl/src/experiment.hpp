@@ -42,6 +42,13 @@ struct ExperimentConfig {
   // Rebuilds of a simulator whose rank dies (ucx), its calls replayed so that it
   // comes back with its state; 0: a dead simulator fails the way.
   int actor_restarts = 0;
+  // bsp with checkpoints: every N rounds (one step of every environment) the driver
+  // saves the agent and the simulators' states and writes a checkpoint; a run
+  // restored from it (--brisk-restore) resumes bsp there, with the same result as an
+  // uninterrupted run. 0: none.
+  int checkpoint_rounds = 0;
+  // Tests: rank 0 SIGKILLs itself after this many bsp rounds (-1: never).
+  int die_after_rounds = -1;
 };
 
 struct WayResult {

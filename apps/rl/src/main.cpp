@@ -187,6 +187,12 @@ int main(int argc, char** argv) {
                    "rebuilds of a simulator whose rank dies, replaying its calls (--brisk-transport=ucx)")
         ->capture_default_str()
         ->check(CLI::Range(0, 1000));
+    app.add_option("--checkpoint-rounds", a.config.checkpoint_rounds,
+                   "bsp: a checkpoint every N rounds (agent and simulators); --brisk-restore resumes there (0: none)")
+        ->capture_default_str()
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--die-after-rounds", a.config.die_after_rounds, "tests: rank 0 SIGKILLs itself after N bsp rounds")
+        ->capture_default_str();
     app.add_option("--update-every", a.config.learner.steps_per_update, "learner update after this many steps")
         ->capture_default_str()->check(CLI::PositiveNumber);
     app.add_option("--async-k", a.config.async_batch, "wait(num_returns=k) of the async way (0: envs/4)")->capture_default_str();
