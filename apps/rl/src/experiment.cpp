@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <optional>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "brisk_rl/mcts.hpp"
 #include "brisk_rl/policy.hpp"
