@@ -2083,11 +2083,11 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
     case kCtlEnd:
       read_control(from, body, "end of job", [&](Reader& r) {
         int code = 0;
-        std::uint8_t after_death = 0;
-        r(code, after_death);
-        if (after_death) blocked_end_.store(true, std::memory_order_release);
+        std::uint8_t without_mpi = 0;  // a rank died or is blocked (announce_end)
+        r(code, without_mpi);
+        if (without_mpi) blocked_end_.store(true, std::memory_order_release);
         end_code_.store(code, std::memory_order_release);
-        if (after_death || any_rank_lost()) {
+        if (without_mpi || any_rank_lost()) {
           // After a death this rank's main thread may be stuck in an MPI collective
           // that can never finish (a user's own, say), or in its overdue part of a
           // checkpoint: if it has not left in 2 s, leave without it.

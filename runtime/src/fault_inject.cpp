@@ -118,7 +118,7 @@ std::function<void()> arm_fault_injection(const KillPlan& plan, int rank) {
     if (plan.stall) {
       return [left, point, rank] {
         if (left->fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-        std::fprintf(stderr, "brisk: rank %d: BRISK_FAULT_INJECT stalls this rank's part of checkpoint %d for good\n",
+        std::fprintf(stderr, "brisk: rank %d: BRISK_FAULT_INJECT stalls this rank for good, in checkpoint part %d it writes\n",
                      rank, point);
         std::fflush(stderr);
         for (;;) std::this_thread::sleep_for(std::chrono::hours(1));

@@ -374,7 +374,7 @@ class Cluster final : public detail::Executor,
   std::unique_ptr<std::atomic<bool>[]> lost_seen_;  // per rank: its loss is being handled
   std::atomic<bool> any_lost_{false};
   std::atomic<int> end_code_{kNoEnd};
-  std::atomic<bool> blocked_end_{false};  // the end was announced with a rank blocked
+  std::atomic<bool> blocked_end_{false};  // the end says to leave without MPI (a rank died or is blocked)
   // The last checkpoint request from rank 0, not yet taken by wait_for_end.
   std::mutex checkpoint_mutex_;
   std::uint64_t checkpoint_sequence_ = 0;  // 0: none
