@@ -26,6 +26,26 @@ std::string checkpoint_shard_name(std::uint64_t sequence, std::string_view tag, 
   return fmt::format("ckpt-{:06d}.{}.r{}.h5", sequence, tag, rank);
 }
 
+std::string checkpoint_held_name(int owner, std::uint64_t hi, std::uint64_t lo) {
+  return fmt::format("{}{}/{:016x}{:016x}", kCheckpointHeldPrefix, owner, hi, lo);
+}
+
+bool parse_checkpoint_held_name(std::string_view name, int* owner, std::uint64_t* hi, std::uint64_t* lo) {
+  if (name.substr(0, kCheckpointHeldPrefix.size()) != kCheckpointHeldPrefix) return false;
+  name.remove_prefix(kCheckpointHeldPrefix.size());
+  const std::size_t slash = name.find('/');
+  if (slash == std::string_view::npos || slash == 0 || name.size() - slash - 1 != 32) return false;
+  const std::string_view rank = name.substr(0, slash), id = name.substr(slash + 1);
+  auto number = [](std::string_view digits, int base, auto* out) {
+    const bool valid = std::all_of(digits.begin(), digits.end(), [base](char c) {
+      return (c >= '0' && c <= '9') || (base == 16 && c >= 'a' && c <= 'f');
+    });
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), *out, base);
+    return valid && ec == std::errc() && end == digits.data() + digits.size();
+  };
+  return number(rank, 10, owner) && number(id.substr(0, 16), 16, hi) && number(id.substr(16), 16, lo);
+}
+
 namespace detail::ckpt {
 bool parse_checkpoint_name(std::string_view name, bool tmp, std::uint64_t* sequence) {
   constexpr std::string_view kPrefix = "ckpt-";

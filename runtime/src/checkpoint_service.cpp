@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <set>
 #include <utility>
 #include <signal.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "brisk/checkpoint/checkpoint.hpp"
 #include "brisk/checkpoint/format.hpp"
+#include "brisk/checkpoint/reader.hpp"
 #include "brisk/core/checkpoint.hpp"
 #include "brisk/core/error.hpp"
 
@@ -166,7 +168,7 @@ std::uint64_t RuntimeCheckpoints::write() {
 }
 
 // A sharded part's report: (sequence, tag, status code, message, shard file,
-// [CheckpointShardEntry]).
+// [CheckpointShardEntry], [settled dead rank]).
 Status RuntimeCheckpoints::participate(std::uint64_t sequence, const std::string& tag) {
   if (tag.empty()) {
     ObjectList objects = data_.objects ? data_.objects(sequence) : ObjectList{};
@@ -181,6 +183,10 @@ Status RuntimeCheckpoints::participate(std::uint64_t sequence, const std::string
       throw Error(fmt::format("checkpoint {}: the attempt's tag '{}' is not letters and digits", sequence, tag));
     }
     ObjectList objects = data_.objects ? data_.objects(sequence) : ObjectList{};
+    if (peers_.held) {
+      ObjectList held = peers_.held();
+      objects.insert(objects.end(), std::make_move_iterator(held.begin()), std::make_move_iterator(held.end()));
+    }
     if (!objects.empty()) {
       shard = checkpoint_shard_name(sequence, tag, rank_);
       auto written = write_checkpoint_shard(dir_, shard, objects);
@@ -196,8 +202,9 @@ Status RuntimeCheckpoints::participate(std::uint64_t sequence, const std::string
     list.clear();
   }
   if (before_report_) before_report_();
+  const std::vector<int> settled = peers_.settled ? peers_.settled() : std::vector<int>{};
   Writer w;
-  w(sequence, tag, static_cast<std::uint8_t>(status.code()), status.message(), shard, list);
+  w(sequence, tag, static_cast<std::uint8_t>(status.code()), status.message(), shard, list, settled);
   if (peers_.report) peers_.report(w.bytes());
   return status;
 }
@@ -210,7 +217,7 @@ void RuntimeCheckpoints::on_report(int from, std::span<const std::byte> bytes) {
     std::uint8_t code = 0;
     std::string message;
     Reader r(bytes);
-    r(sequence, tag, code, message, report.shard, report.objects);
+    r(sequence, tag, code, message, report.shard, report.objects, report.settled);
     if (r.remaining() != 0) throw SerializationError(fmt::format("{} bytes left over", r.remaining()));
     if (code > static_cast<std::uint8_t>(StatusCode::kInternal)) throw SerializationError("bad status code");
     report.status = Status(static_cast<StatusCode>(code), std::move(message));
@@ -225,7 +232,7 @@ void RuntimeCheckpoints::on_report(int from, std::span<const std::byte> bytes) {
     std::lock_guard lock(report_mutex_);
     if (report_sequence_ == 0 || reports_.count(from)) return;
     reports_[from] =
-        Report{internal_error(fmt::format("rank {}'s checkpoint report is malformed: {}", from, e.what())), "", {}};
+        Report{internal_error(fmt::format("rank {}'s checkpoint report is malformed: {}", from, e.what())), "", {}, {}};
     report_cv_.notify_all();
     return;
   }
@@ -335,6 +342,11 @@ Status RuntimeCheckpoints::write_sharded(std::uint64_t sequence, std::map<std::s
   options.ranks = peers_.size;
   auto writer = CheckpointWriter::begin(MPI_COMM_SELF, dir_, sequence, options);
   status = writer.status();
+  // The live objects' copies that the ranks held for their owners (Peers::held): a
+  // task that ran twice may have left a copy on two ranks for a while; one is linked.
+  std::vector<std::pair<std::string, int>> held;
+  std::map<int, std::vector<std::string>> held_names;
+  std::set<std::string> held_seen;
   for (const auto& [r, report] : reports) {
     if (!status.ok()) break;
     if (!report.status.ok()) {
@@ -342,6 +354,11 @@ Status RuntimeCheckpoints::write_sharded(std::uint64_t sequence, std::map<std::s
       break;
     }
     for (const CheckpointShardEntry& e : report.objects) {
+      if (e.name.starts_with(kCheckpointHeldPrefix)) {
+        if (!held_seen.insert(e.name).second) continue;
+        held.emplace_back(e.name, r);
+        held_names[r].push_back(e.name);
+      }
       status = writer->add_shard_object(e, report.shard, r);
       if (!status.ok()) break;
     }
@@ -352,9 +369,53 @@ Status RuntimeCheckpoints::write_sharded(std::uint64_t sequence, std::map<std::s
   for (auto& [name, bytes] : own) {
     if (status.ok()) status = writer->add_object(name, std::move(bytes));
   }
+  if (status.ok()) carry_held(*writer, reports, held, held_names);
   if (status.ok()) status = writer->commit();
   done.committed = status.ok();
+  if (done.committed) {
+    held_names_ = std::move(held_names);
+    held_path_ = (std::filesystem::path(dir_) / checkpoint_file_name(sequence)).string();
+    if (peers_.saved) peers_.saved(sequence, held_path_, held);
+  }
   return status;
+}
+
+void RuntimeCheckpoints::carry_held(CheckpointWriter& writer, const std::map<int, Report>& reports,
+                                    std::vector<std::pair<std::string, int>>& held,
+                                    std::map<int, std::vector<std::string>>& carried_names) {
+  // Whether every live rank (this one too) has read back what it needed of rank r's.
+  const std::vector<int> mine = peers_.settled ? peers_.settled() : std::vector<int>{};
+  auto settled = [&](int r) {
+    if (std::find(mine.begin(), mine.end(), r) == mine.end()) return false;
+    return std::all_of(reports.begin(), reports.end(), [r](const auto& report) {
+      return std::find(report.second.settled.begin(), report.second.settled.end(), r) != report.second.settled.end();
+    });
+  };
+  std::optional<CheckpointReader> last;
+  for (const auto& [r, names] : held_names_) {
+    if (reports.count(r) || !peers_.lost || !peers_.lost(r) || settled(r)) continue;
+    if (!last) {
+      auto reader = CheckpointReader::open(held_path_);
+      if (!reader.ok()) {
+        std::fprintf(stderr, "brisk: rank 0: the copies dead ranks held stay only in %s: %s\n", held_path_.c_str(),
+                     reader.status().message().c_str());
+        return;
+      }
+      last.emplace(std::move(reader).value());
+    }
+    std::size_t carried = 0;
+    for (const std::string& name : names) {
+      auto bytes = last->read(CheckpointSection::kObjects, name);
+      if (!bytes.ok() || !writer.add_object(name, std::move(*bytes)).ok()) continue;
+      held.emplace_back(name, r);
+      carried_names[r].push_back(name);
+      ++carried;
+    }
+    if (carried != names.size()) {
+      std::fprintf(stderr, "brisk: rank 0: %zu of the %zu copies rank %d held (it died) stay only in %s\n",
+                   names.size() - carried, names.size(), r, held_path_.c_str());
+    }
+  }
 }
 
 Status RuntimeCheckpoints::commit(MPI_Comm comm, std::uint64_t sequence, std::map<std::string, std::vector<std::byte>> values,

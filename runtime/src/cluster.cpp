@@ -7,8 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
+#include "brisk/checkpoint/format.hpp"
+#include "brisk/checkpoint/reader.hpp"
 #include "brisk/core/actor.hpp"
 #include "brisk/core/array.hpp"
 #include "brisk/core/detail/futex.hpp"
@@ -50,6 +53,7 @@ enum : std::uint8_t {
   kCtlLocate = 8,         // a borrower asks the owner where an object's copy is now (its holder died)
   kCtlLocated = 9,        // the owner's answer: the new copy, or why there is none
   kCtlCheckpointReport = 10,  // to rank 0: this rank's part of a checkpoint (RuntimeCheckpoints)
+  kCtlCheckpointSaved = 11,   // rank 0 to an owner: a committed checkpoint holds these objects of yours
 };
 
 // Task spec routes.
@@ -185,6 +189,7 @@ Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, 
   transport_.set_message_handler([this](Rank from, std::span<const std::byte> bytes) { handle_message(from, bytes); });
   lost_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size_));
   lost_seen_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size_));
+  lost_queued_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size_));
   keep_specs_ = std::string_view(transport_.name()) == "ucx";
   transport_.set_failure_handler([this](Rank peer, const Status& why) { on_rank_lost(peer, why); });
 }
@@ -247,6 +252,8 @@ void Cluster::on_rank_lost(Rank peer, const Status& why) {
   // Tasks that ran or waited there run again elsewhere (ucx) or fail; calls on
   // actors there fail.
   fail_pending_on(peer);
+  if (!ended) restore_saved_on(peer);
+  lost_queued_[static_cast<std::size_t>(peer.value)].store(true, std::memory_order_release);
   if (peer.value == 0 && self_.value != 0) {
     // Rank 0 leaving after it announced the end is no loss of the driver.
     int none = kNoEnd;
@@ -487,6 +494,12 @@ void Cluster::start() {
 }
 
 void Cluster::stop() {
+  {
+    std::lock_guard lock(restore_mutex_);
+    restore_stop_ = true;
+  }
+  restore_cv_.notify_all();
+  if (restorer_.joinable()) restorer_.join();  // it finishes the restores queued
   if (!running_.exchange(false)) return;
   progress_sleeping_.store(0, std::memory_order_release);
   detail::futex_wake(&progress_sleeping_, 1);
@@ -1108,7 +1121,7 @@ void Cluster::forward_result(Rank owner, TaskId task, ObjectState* result) noexc
             for (auto it = a; it != b; ++it) fresh = fresh && it->second.value != result;
           }
           if (fresh) {
-            held_.emplace(id, Held{copy->offset, copy->length, in_place ? result : nullptr});
+            held_.emplace(id, Held{copy->offset, copy->length, in_place ? result : nullptr, owner.value});
             if (in_place) result->add_ref();  // the bytes are the value's: keep it until the owner frees them
           }
         }
@@ -1215,6 +1228,8 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
           d.holders.push_back(holder);
           if (!p.rebuild) d.copy = copy;
         }
+        // Findable by id: a checkpoint that holds its copy names it (apply_saved).
+        if (keep_specs_ && holder != self_.value) remember(o);
         if (holder != self_.value) std::swap(keep, p.task);
         if (p.rebuild) {
           relocated(o, copy, nullptr);
@@ -1307,6 +1322,244 @@ TaskBase* Cluster::take_lineage(ObjectId id) {
   return task;
 }
 
+// ---------------------------------------------------------------------------
+// Live objects in checkpoints: a holder writes the copies it holds for other ranks
+// with its part of each checkpoint; once rank 0 commits it, each owner learns which
+// of its objects the file holds and drops their lineage. When a holder dies, its
+// owners read those objects back from the newest checkpoint that holds them.
+
+std::vector<std::pair<std::string, std::vector<std::byte>>> Cluster::held_copies() const {
+  std::vector<std::pair<std::string, std::vector<std::byte>>> out;
+  if (!keep_specs_) return out;
+  std::vector<std::pair<ObjectId, Held>> copies;
+  {
+    std::lock_guard lock(held_mutex_);
+    std::unordered_set<ObjectId> seen;
+    for (const auto& [id, h] : held_) {
+      // An owner's own copy dies with it, and so does its object; a dead owner's
+      // object is gone. A task run twice here holds two copies of one value.
+      if (h.owner == self_.value || rank_lost(Rank{h.owner}) || !seen.insert(id).second) continue;
+      copies.emplace_back(id, h);
+    }
+  }
+  // One copy at a time under the lock (the progress thread frees held copies), and
+  // only while it is still held.
+  for (const auto& [id, h] : copies) {
+    std::vector<std::byte> bytes;
+    {
+      std::lock_guard lock(held_mutex_);
+      auto [a, b] = held_.equal_range(id);
+      if (std::none_of(a, b, [&h](const auto& e) { return e.second.offset == h.offset; })) continue;
+      if (h.offset + h.length > arena_.size()) continue;
+      bytes.assign(arena_.data() + h.offset, arena_.data() + h.offset + h.length);
+    }
+    out.emplace_back(checkpoint_held_name(h.owner, id.hi, id.lo), std::move(bytes));
+  }
+  return out;
+}
+
+void Cluster::checkpoint_committed(std::uint64_t sequence, const std::string& path,
+                                   const std::vector<std::pair<std::string, int>>& held) {
+  if (!keep_specs_) return;
+  std::vector<std::vector<std::pair<ObjectId, int>>> by_owner(static_cast<std::size_t>(size_));
+  for (const auto& [name, holder] : held) {
+    int owner = -1;
+    ObjectId id;
+    if (!parse_checkpoint_held_name(name, &owner, &id.hi, &id.lo) || owner < 0 || owner >= size_ || holder < 0 ||
+        holder >= size_) {
+      continue;
+    }
+    by_owner[static_cast<std::size_t>(owner)].emplace_back(id, holder);
+  }
+  // Every live rank hears, with or without objects: its entries of copies not in
+  // this checkpoint are dropped (their objects are gone).
+  for (int r = 0; r < size_; ++r) {
+    const auto& objects = by_owner[static_cast<std::size_t>(r)];
+    if (r == self_.value) {
+      apply_saved(sequence, path, objects);
+      continue;
+    }
+    if (rank_lost(Rank{r})) continue;
+    Writer w;
+    w(static_cast<std::uint8_t>(kCtlCheckpointSaved), sequence, path, static_cast<std::uint64_t>(objects.size()));
+    for (const auto& [id, holder] : objects) w(id.hi, id.lo, holder);
+    send_frame(Rank{r}, FrameKind::kControl, std::vector<std::byte>(w.bytes().begin(), w.bytes().end()));
+  }
+}
+
+void Cluster::apply_saved(std::uint64_t sequence, const std::string& file,
+                          const std::vector<std::pair<ObjectId, int>>& objects) {
+  auto path = std::make_shared<const std::string>(file);
+  std::vector<ObjectId> kept;
+  {
+    std::lock_guard lock(saved_mutex_);
+    // A live holder writes every copy it holds into every checkpoint: an entry this
+    // one lacks is of an object gone meanwhile. A dead holder's stay until read.
+    std::erase_if(saved_, [this](const auto& entry) { return !rank_lost(Rank{entry.second.holder}); });
+    for (const auto& [id, holder] : objects) {
+      if (rank_lost(Rank{holder})) {
+        // Carried for a dead holder (or it died since it wrote): only a read-back
+        // still to come moves to this file. An object with no entry was read back
+        // already, or was not cut when its holder's loss was handled, and its
+        // lineage (if any) makes it again.
+        auto it = saved_.find(id);
+        if (it != saved_.end()) it->second = Saved{path, sequence, holder};
+        continue;
+      }
+      saved_[id] = Saved{path, sequence, holder};
+      kept.push_back(id);
+    }
+  }
+  std::vector<TaskBase*> cut;
+  for (ObjectId id : kept) {
+    if (TaskBase* task = take_lineage(id)) cut.push_back(task);
+  }
+  lineage_checkpointed_.fetch_add(cut.size(), std::memory_order_relaxed);
+  for (TaskBase* task : cut) delete task;  // releases the arguments it kept alive
+}
+
+std::optional<Cluster::Saved> Cluster::take_saved(ObjectId id, bool restore) {
+  std::lock_guard lock(saved_mutex_);
+  auto it = saved_.find(id);
+  if (it == saved_.end()) return std::nullopt;
+  Saved saved = std::move(it->second);
+  saved_.erase(it);
+  if (restore) restores_pending_.fetch_add(1, std::memory_order_relaxed);
+  return saved;
+}
+
+std::size_t Cluster::restore_saved_on(Rank holder) {
+  std::vector<ObjectId> there;
+  std::string file;
+  {
+    std::lock_guard lock(saved_mutex_);
+    for (const auto& [id, s] : saved_) {
+      if (s.holder != holder.value) continue;
+      there.push_back(id);
+      file = *s.file;
+    }
+  }
+  std::size_t restoring = 0;
+  for (ObjectId id : there) {
+    ObjectState* o = shared_object_ref(id);
+    enum { kDrop, kRead, kLater } what = kDrop;
+    if (DistInfo* d = o ? o->dist() : nullptr) {
+      std::lock_guard lock(d->mutex);
+      if (!d->proxy && !d->lost && d->copy && d->copy->region.owner == holder && o->residency() == Residency::kRemote) {
+        // A pull or relocation under way reaches relocate() when it ends.
+        what = d->fetching || d->relocating ? kLater : kRead;
+      }
+    }
+    if (what == kRead) {
+      relocate(o);
+      ++restoring;
+    } else if (what == kDrop) {
+      take_saved(id);  // gone, or its copy was not the one that died: nothing to read
+    }
+    if (o) o->release();
+  }
+  if (restoring) {
+    std::fprintf(stderr, "brisk: rank %d: %zu objects whose copies were on rank %d are read back from checkpoint %s\n",
+                 self_.value, restoring, holder.value, file.c_str());
+  }
+  return restoring;
+}
+
+std::vector<int> Cluster::settled_losses() const {
+  // The flags first: a loss whose read-backs are queued after this look is not
+  // counted, and one queued before it shows in saved_ or restores_pending_.
+  std::vector<int> out;
+  for (int r = 0; r < size_; ++r) {
+    if (lost_queued_[static_cast<std::size_t>(r)].load(std::memory_order_acquire)) out.push_back(r);
+  }
+  std::lock_guard lock(saved_mutex_);
+  if (restores_pending_.load(std::memory_order_relaxed) != 0) return {};
+  std::erase_if(out, [this](int r) {
+    return std::any_of(saved_.begin(), saved_.end(), [r](const auto& entry) { return entry.second.holder == r; });
+  });
+  return out;
+}
+
+void Cluster::restore_main() {
+  // The files of the restores in a row stay open (a checkpoint may be pruned
+  // meanwhile: an open file is still read); closed when the queue runs dry.
+  std::map<std::string, CheckpointReader> open;
+  for (;;) {
+    std::pair<ObjectState*, Saved> job;
+    {
+      std::unique_lock lock(restore_mutex_);
+      if (restore_queue_.empty()) {
+        lock.unlock();
+        open.clear();
+        lock.lock();
+      }
+      restore_cv_.wait(lock, [this] { return restore_stop_ || !restore_queue_.empty(); });
+      if (restore_queue_.empty()) return;
+      job = std::move(restore_queue_.front());
+      restore_queue_.pop_front();
+    }
+    ObjectState* o = job.first;
+    std::shared_ptr<const ErrorInfo> lost;
+    try {
+      read_saved(o, job.second, open);
+      objects_restored_.fetch_add(1, std::memory_order_relaxed);
+    } catch (const std::exception& e) {
+      lost = lost_error(o, fmt::format("its only copy was on rank {}, which died, and reading it back from checkpoint {} "
+                                       "failed: {}",
+                                       job.second.holder, *job.second.file, e.what()));
+    }
+    relocated(o, std::nullopt, lost);
+    o->release();
+    restores_pending_.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+void Cluster::read_saved(ObjectState* o, const Saved& saved, std::map<std::string, CheckpointReader>& open) {
+  RemoteCopy copy;
+  {
+    DistInfo* d = o->dist();
+    std::lock_guard lock(d->mutex);
+    if (!d->copy) throw Error("no copy of it was known here");
+    copy = *d->copy;
+  }
+  const std::string name = checkpoint_held_name(self_.value, o->id().hi, o->id().lo);
+  auto read = [&](const std::filesystem::path& file) -> StatusOr<std::vector<std::byte>> {
+    auto it = open.find(file.string());
+    if (it == open.end()) {
+      auto reader = CheckpointReader::open(file);
+      if (!reader.ok()) return reader.status();
+      it = open.emplace(file.string(), std::move(reader).value()).first;
+    }
+    return it->second.read(CheckpointSection::kObjects, name);
+  };
+  StatusOr<std::vector<std::byte>> bytes = read(*saved.file);
+  if (!bytes.ok()) {
+    // Pruned meanwhile: a newer checkpoint of this job holds it as well (or none does).
+    const Status first = bytes.status();
+    if (auto files = list_checkpoints(std::filesystem::path(*saved.file).parent_path()); files.ok()) {
+      for (auto it = files->rbegin(); it != files->rend() && it->sequence > saved.sequence && !bytes.ok(); ++it) {
+        bytes = read(it->path);
+      }
+    }
+    if (!bytes.ok()) throw Error(fmt::format("{} (nor does a newer checkpoint in its directory hold it)", first.message()));
+  }
+  if (bytes->size() != copy.length) {
+    throw Error(fmt::format("it holds {} bytes where the copy had {}", bytes->size(), copy.length));
+  }
+  if (copy.raw) {
+    std::byte* dst = nullptr;
+    {
+      detail::PrivateArrays private_arrays;  // as a pull: private memory
+      dst = o->prepare_raw(copy.length, copy.count);
+    }
+    if (copy.length) std::memcpy(dst, bytes->data(), copy.length);
+    o->commit_fetched();
+  } else {
+    Reader r(std::span<const std::byte>(bytes->data(), bytes->size()));
+    o->fill_remote(r);
+  }
+}
+
 std::shared_ptr<const ErrorInfo> Cluster::lost_error(ObjectState* o, std::string why) {
   objects_lost_.fetch_add(1, std::memory_order_relaxed);
   return make_error(ErrorKind::kObjectLost, fmt::format("object {}: {}", o->id().hex(), why), "", self_.value);
@@ -1369,11 +1622,33 @@ void Cluster::relocate(ObjectState* o) noexcept {
     relocated(o, std::nullopt, nullptr);  // the value is here
     return;
   }
+  if (std::optional<Saved> saved = take_saved(o->id(), true)) {
+    // A checkpoint holds it: read back on the restore thread (file I/O stays off the
+    // progress thread), which then answers as relocated() does.
+    bool queued = false;
+    {
+      std::lock_guard lock(restore_mutex_);
+      if (!restore_stop_) {
+        o->add_ref();  // the restore thread's
+        restore_queue_.emplace_back(o, std::move(*saved));
+        if (!restorer_.joinable()) restorer_ = std::thread([this] { restore_main(); });
+        queued = true;
+      }
+    }
+    if (queued) {
+      restore_cv_.notify_one();
+    } else {
+      restores_pending_.fetch_sub(1, std::memory_order_relaxed);
+      relocated(o, std::nullopt, lost_error(o, fmt::format("its only copy was on rank {}, which died as the job ended", holder.value)));
+    }
+    return;
+  }
   TaskBase* task = take_lineage(o->id());
   if (!task) {
     relocated(o, std::nullopt,
               lost_error(o, fmt::format("its only copy was on rank {}, which died, and it has no lineage to make it again "
-                                        "(made by put, made on mpi, or its lineage was dropped past --brisk-lineage-bytes)",
+                                        "(made by put, made on mpi, or its lineage was dropped past --brisk-lineage-bytes) "
+                                        "and no checkpoint holds it",
                                         holder.value)));
     return;
   }
@@ -1743,7 +2018,10 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
     control_->add_object(ObjectRecord{id, self_, d->exported->length, true});
   }
   if (d->lineage || !d->holders.empty() || d->exported) control_->forget(id);
-  if (keep_specs_ && !d->proxy) delete take_lineage(id);  // releases its arguments (no lock held)
+  if (keep_specs_ && !d->proxy) {
+    delete take_lineage(id);  // releases its arguments (no lock held)
+    take_saved(id);
+  }
 }
 
 void Cluster::release_held(ObjectId id, std::uint64_t offset) {
@@ -2074,6 +2352,22 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
     case kCtlCheckpointReport:
       if (checkpoint_report_handler_) checkpoint_report_handler_(from, body);
       return;
+    case kCtlCheckpointSaved:
+      read_control(from, body, "checkpoint's objects", [&](Reader& r) {
+        if (from.value != 0) throw SerializationError("not from rank 0, which commits checkpoints");
+        std::uint64_t sequence = 0, count = 0;
+        std::string file;
+        r(sequence, file, count);
+        if (count > r.remaining() / 20) throw SerializationError(fmt::format("{} objects in {} bytes", count, r.remaining()));
+        std::vector<std::pair<ObjectId, int>> objects(count);
+        for (auto& [id, holder] : objects) {
+          r(id.hi, id.lo, holder);
+          if (holder < 0 || holder >= size_) throw SerializationError("holder rank out of range");
+        }
+        if (r.remaining() != 0) throw SerializationError(fmt::format("{} bytes left over", r.remaining()));
+        apply_saved(sequence, file, objects);
+      });
+      return;
     case kCtlLocate:
       read_control(from, body, "object locate request", [&](Reader& r) { handle_locate(from, r); });
       return;
@@ -2209,6 +2503,12 @@ ClusterStats Cluster::stats() const {
     std::lock_guard lock(const_cast<std::mutex&>(lineage_mutex_));
     s.lineage = lineage_.size();
     s.lineage_cut = lineage_cut_.load(std::memory_order_relaxed);
+  }
+  s.lineage_checkpointed = lineage_checkpointed_.load(std::memory_order_relaxed);
+  s.objects_restored = objects_restored_.load(std::memory_order_relaxed);
+  {
+    std::lock_guard lock(saved_mutex_);
+    s.saved = saved_.size();
   }
   s.frames_sent = frames_sent_.load();
   s.arena_used = arena_alloc_.used();

@@ -330,6 +330,16 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     peers.report = [c = cluster.get()](std::span<const std::byte> report) { c->send_checkpoint_report(report); };
     peers.lost = [c = cluster.get()](int r) { return c->rank_lost(Rank{r}); };
     peers.part_timeout = std::chrono::seconds(options.checkpoint_timeout_s);
+    if (peers.sharded) {
+      // Live objects' copies held for other ranks go into the checkpoints, and their
+      // owners then drop the lineage the files replace.
+      if (rank != 0) peers.held = [c = cluster.get()] { return c->held_copies(); };
+      peers.settled = [c = cluster.get()] { return c->settled_losses(); };
+      peers.saved = [c = cluster.get()](std::uint64_t sequence, const std::string& path,
+                                        const std::vector<std::pair<std::string, int>>& held) {
+        c->checkpoint_committed(sequence, path, held);
+      };
+    }
   }
   RuntimeCheckpoints checkpoints(rank, options.checkpoint_dir, options.checkpoint_keep,
                                  std::chrono::seconds(options.checkpoint_every_s), std::move(peers));

@@ -258,6 +258,23 @@ TEST(CheckpointTest, RoundTripsObjectsDriverValuesAndMeta) {
   EXPECT_EQ(reader->load<int>("iteration-typo").status().code(), StatusCode::kNotFound);
 }
 
+TEST(CheckpointTest, HeldObjectNamesRoundTripAndOthersAreRefused) {
+  const std::string name = brisk::checkpoint_held_name(12, 0x0123456789abcdefULL, 0xfedcba9876543210ULL);
+  EXPECT_EQ(name, "held/12/0123456789abcdeffedcba9876543210");
+  int owner = -1;
+  std::uint64_t hi = 0, lo = 0;
+  ASSERT_TRUE(brisk::parse_checkpoint_held_name(name, &owner, &hi, &lo));
+  EXPECT_EQ(owner, 12);
+  EXPECT_EQ(hi, 0x0123456789abcdefULL);
+  EXPECT_EQ(lo, 0xfedcba9876543210ULL);
+  for (const char* bad : {"held/12/0123456789abcdeffedcba987654321", "held//0123456789abcdeffedcba9876543210",
+                          "held/x/0123456789abcdeffedcba9876543210", "held/1/0123456789ABCDEFfedcba9876543210",
+                          "held/-1/0123456789abcdeffedcba9876543210", "part/1/0123456789abcdeffedcba9876543210",
+                          "held/1/0123456789abcdeffedcba98765432100", "held/1"}) {
+    EXPECT_FALSE(brisk::parse_checkpoint_held_name(bad, &owner, &hi, &lo)) << bad;
+  }
+}
+
 TEST(CheckpointTest, AnyNameRoundTrips) {
   ScratchDir dir;
   const std::vector<std::string> names{"a/b", "100%", ".", "..", "tab\tname", "gr\xc3\xb6\xc3\x9f" "e", "%2F"};

@@ -125,15 +125,15 @@ TEST(Cluster, AnOwnerThatFetchedAResultDropsItsLineage) {
 }
 
 struct Stats {
-  std::uint64_t arena_used, directory, held, pending, fetches, malformed, tasks_received;
+  std::uint64_t arena_used, directory, held, pending, fetches, malformed, tasks_received, saved;
   template <class A>
   void serialize(A& ar) {
-    ar(arena_used, directory, held, pending, fetches, malformed, tasks_received);
+    ar(arena_used, directory, held, pending, fetches, malformed, tasks_received, saved);
   }
 };
 Stats stats_of_rank() {
   auto s = cluster().stats();
-  return Stats{s.arena_used, s.directory, s.held, s.pending, s.fetches, s.malformed, s.tasks_received};
+  return Stats{s.arena_used, s.directory, s.held, s.pending, s.fetches, s.malformed, s.tasks_received, s.saved};
 }
 BRISK_REMOTE(stats_of_rank);
 
@@ -292,8 +292,17 @@ TEST(Cluster, MalformedFramesAreDroppedAndTheRankKeepsWorking) {
   ASSERT_TRUE(cluster().send_raw(brisk::Rank{b}, good).ok());                      // valid frame, bad records
   good.resize(good.size() - 3);
   ASSERT_TRUE(cluster().send_raw(brisk::Rank{b}, good).ok());                      // truncated
+  // A checkpoint's list of held objects (control message 11) that claims more
+  // entries than it carries, and one that names a holder outside the job.
+  for (const bool too_many : {true, false}) {
+    brisk::Writer w;
+    w(std::uint8_t{11}, std::uint64_t{1}, std::string("ckpt-000001.h5"), std::uint64_t{too_many ? 1000000u : 1u});
+    if (!too_many) w(std::uint64_t{1}, std::uint64_t{2}, ranks() + 5);
+    ASSERT_TRUE(cluster().send_raw(brisk::Rank{b}, brisk::encode_frame(brisk::FrameKind::kControl, w.bytes())).ok());
+  }
   EXPECT_EQ(brisk::get(brisk::task(whoami).resources(on(b)).remote()), b);
-  EXPECT_GE(stats_on(b).malformed - before, 3u);
+  EXPECT_GE(stats_on(b).malformed - before, 5u);
+  EXPECT_EQ(stats_on(b).saved, 0u);
 }
 
 // Polls `check` on control shard 0 (on rank 0 in these jobs) for up to `limit`.

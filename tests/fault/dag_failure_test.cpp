@@ -10,6 +10,15 @@
 // made again from lineage (recursively, for inputs that died with them). With
 // --big --expect-lost (and --brisk-lineage-bytes=0, no lineage kept) those results
 // are lost instead, and get raises ObjectLostError for them.
+// With --big --checkpoint-cut the graph runs to the end first, a checkpoint is
+// written (it holds the results' copies, and their lineage is dropped), then the
+// victim is killed and two more checkpoints follow at once (--brisk-checkpoint-keep=1
+// prunes the first): the results it held are read back from a checkpoint, none is
+// made again. With --brisk-lineage-bytes=0 no lineage is kept at all, and the
+// checkpoint alone saves them. With --recovery-timing the results are read right
+// after the kill (no more checkpoints) and the time from the loss being noticed to
+// the last result is printed; adding --no-checkpoint gives the same with the lost
+// results made again from lineage instead, for comparison.
 // With --injected the test does not kill the victim itself: BRISK_FAULT_INJECT=
 // kill:RANK:MIN-MAX:SEED does, at a seeded random time, and the test checks that
 // the victim died while the graph ran.
@@ -124,13 +133,17 @@ int main(int argc, char** argv) {
   }
   return brisk::run(argc, argv, [] {
     std::uint64_t seed = 7;
-    bool stop = false, big = false, expect_lost = false, injected = false;
+    bool stop = false, big = false, expect_lost = false, injected = false, cut = false, timing = false,
+         no_checkpoint = false;
     for (const auto& a : brisk::program_args()) {
       if (a.rfind("--seed=", 0) == 0) seed = std::stoull(a.substr(7));
       if (a == "--stop") stop = true;
       if (a == "--big") big = true;
       if (a == "--expect-lost") expect_lost = true;
       if (a == "--injected") injected = true;
+      if (a == "--checkpoint-cut") cut = true;
+      if (a == "--recovery-timing") timing = true;
+      if (a == "--no-checkpoint") no_checkpoint = true;
     }
     const int width = 120, layers = 6;
     const Graph g = make_graph(seed, width, layers);
@@ -158,7 +171,7 @@ int main(int argc, char** argv) {
           next.push_back(brisk::remote(combine_fn, refs[static_cast<std::size_t>(a)], refs[static_cast<std::size_t>(b)]));
         }
         refs = std::move(next);
-        if (l == 1 && !injected) {
+        if (l == 1 && !injected && !cut) {
           // Let work spread over the ranks, then kill one of them.
           std::this_thread::sleep_for(std::chrono::milliseconds(150));
           (void)brisk::task(die).resources(on_victim).remote(stop);
@@ -166,9 +179,38 @@ int main(int argc, char** argv) {
       }
       return refs;
     };
+    auto* cluster = dynamic_cast<brisk::Cluster*>(brisk::detail::context()->distributed);
     int wrong = 0, lost = 0;
+    bool cut_ok = true;
+    std::chrono::steady_clock::time_point noticed{};
     if (big) {
       auto refs = submit(big_leaf, big_combine);
+      if (cut) {
+        (void)brisk::wait(refs);  // done, their values left where they were made
+        if (!no_checkpoint) {
+          const auto before = cluster->stats();
+          const auto start = std::chrono::steady_clock::now();
+          brisk::checkpoint::now();
+          const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+          const auto after = cluster->stats();
+          std::printf("checkpoint in %.1f ms: %zu results held elsewhere, lineage %zu -> %zu (%llu dropped for it)\n", ms,
+                      after.saved, before.lineage, after.lineage,
+                      static_cast<unsigned long long>(after.lineage_checkpointed));
+          // Every result held on another rank is in the checkpoint, and no lineage is
+          // left to make one again.
+          cut_ok = after.saved > 0 && after.lineage == 0 && after.lineage_checkpointed >= before.lineage;
+        }
+        (void)brisk::task(die).resources(on_victim).remote(false);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (!cluster->rank_lost(brisk::Rank{victim}) && std::chrono::steady_clock::now() < until) {
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+        noticed = std::chrono::steady_clock::now();
+        if (!timing) {
+          brisk::checkpoint::now();
+          brisk::checkpoint::now();
+        }
+      }
       for (int i = 0; i < width; ++i) {
         try {
           if (value_of(brisk::get(refs[static_cast<std::size_t>(i)])) != expect[static_cast<std::size_t>(i)]) ++wrong;
@@ -187,14 +229,20 @@ int main(int argc, char** argv) {
       }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (timing) {
+      std::printf("recovery: the last result %.1f ms after the loss was noticed\n",
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - noticed).count());
+    }
     if (stop) kill(victim_pid, SIGKILL);  // it cannot leave by itself
-    auto* cluster = dynamic_cast<brisk::Cluster*>(brisk::detail::context()->distributed);
     const auto stats = cluster->stats();
-    std::printf("%d tasks, %d wrong results, %d lost; %llu run again and %llu results made again after rank %d %s; %.2f s\n",
+    std::printf("%d tasks, %d wrong results, %d lost; %llu run again, %llu results made again and %llu read back from "
+                "a checkpoint after rank %d %s; %.2f s\n",
                 width * (layers + 1), wrong, lost, static_cast<unsigned long long>(stats.tasks_replayed),
-                static_cast<unsigned long long>(stats.objects_rebuilt), victim, stop ? "hung" : "died", seconds);
-    if (injected && !cluster->rank_lost(brisk::Rank{victim})) {
-      std::printf("rank %d was still alive when the graph was done: the injected kill came too late\n", victim);
+                static_cast<unsigned long long>(stats.objects_rebuilt), static_cast<unsigned long long>(stats.objects_restored),
+                victim, stop ? "hung" : "died", seconds);
+    if ((injected || cut) && !cluster->rank_lost(brisk::Rank{victim})) {
+      std::printf("rank %d was still alive when the graph was done: the %s\n", victim,
+                  cut ? "kill was not noticed" : "injected kill came too late");
       std::printf("dag failure test FAILED\n");
       return 1;
     }
@@ -210,6 +258,12 @@ int main(int argc, char** argv) {
     bool ok = wrong == 0 && stats.tasks_replayed + stats.objects_rebuilt > 0;
     if (big && !expect_lost) ok = ok && lost == 0 && stats.objects_rebuilt > 0;
     if (expect_lost) ok = wrong == 0 && lost > 0 && stats.objects_rebuilt == 0;
+    // Nothing was running when the victim died: its results come from the checkpoint.
+    if (cut && !no_checkpoint) {
+      ok = cut_ok && wrong == 0 && lost == 0 && stats.objects_rebuilt == 0 && stats.objects_restored > 0;
+    } else if (cut) {
+      ok = wrong == 0 && lost == 0 && stats.objects_rebuilt > 0 && stats.objects_restored == 0;
+    }
     std::printf(ok ? "dag failure test OK\n" : "dag failure test FAILED\n");
     return ok ? 0 : 1;
   });

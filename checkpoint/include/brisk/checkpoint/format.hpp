@@ -11,7 +11,9 @@
 //                     manifest_crc32c (u32, see below)
 //   /objects/<name>   live objects and data partitions, written by the rank that held them;
 //                     either a dataset in this file or an HDF5 external link to the
-//                     same path in a shard file of this checkpoint (below)
+//                     same path in a shard file of this checkpoint (below). The brisk
+//                     runtime names the copies a rank held for other ranks' objects
+//                     held/<owner rank>/<object id, 32 hex digits> (checkpoint_held_name)
 //   /driver/<name>    values the driver saved (brisk::to_bytes encodings)
 //   /meta/<name>      anything else, opaque blobs (lineage cut, template definitions)
 //   /manifest         one record per dataset above, sorted by path:
@@ -99,6 +101,13 @@ std::string checkpoint_file_name(std::uint64_t sequence);
 // "ckpt-000042.<tag>.r3.h5": rank 3's shard of checkpoint 42, attempt <tag>
 // (letters and digits). Not a checkpoint name: list_checkpoints skips it.
 std::string checkpoint_shard_name(std::uint64_t sequence, std::string_view tag, int rank);
+
+// "held/3/<32 hex digits>": the copy of object (hi, lo), owned by rank `owner`, that
+// another rank held for it. parse_checkpoint_held_name takes such a name apart
+// (false for any other name).
+inline constexpr std::string_view kCheckpointHeldPrefix = "held/";
+std::string checkpoint_held_name(int owner, std::uint64_t hi, std::uint64_t lo);
+bool parse_checkpoint_held_name(std::string_view name, int* owner, std::uint64_t* hi, std::uint64_t* lo);
 
 // The checkpoints in `dir` (files named ckpt-<digits>.h5; .tmp files and anything
 // else are ignored), oldest first. Nothing is opened. Errors: kNotFound when `dir`

@@ -16,7 +16,9 @@
 // the newest checkpoint that verifies is used, and a corrupt or truncated newer one
 // is reported and skipped. Tasks in flight are not saved: save what the driver
 // needs to go on, between steps; objects it holds with save_object(). Data objects
-// are saved (data.hpp).
+// are saved (data.hpp). On ucx each checkpoint also holds the copies that ranks
+// keep of other ranks' objects, for the running job: their owners drop those
+// objects' lineage and read them back from the checkpoint if the holder dies.
 //
 // With --brisk-checkpoint-instantiations=N the runtime itself writes a checkpoint
 // before every N-th template instantiation (drain, write, go on), with the values

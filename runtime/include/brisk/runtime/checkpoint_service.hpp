@@ -37,6 +37,7 @@ namespace brisk {
 
 class RuntimeCheckpoints final : public detail::CheckpointService {
  public:
+  using ObjectList = std::vector<std::pair<std::string, std::vector<std::byte>>>;
   // How the ranks of a multi-rank job reach each other (all empty for one rank).
   struct Peers {
     int size = 1;
@@ -53,6 +54,20 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
     // Rank 0, sharded: how long it waits for a live rank's part before it gives the
     // checkpoint up (--brisk-checkpoint-timeout); 0: no limit.
     std::chrono::milliseconds part_timeout{0};
+    // Sharded, every rank but 0 (whose death ends the job anyway): the copies it
+    // holds of other ranks' live objects (named checkpoint_held_name), written with
+    // its part so that their owners need not keep the lineage to make them again.
+    std::function<ObjectList()> held;
+    // Rank 0, sharded: checkpoint `sequence`, file `path`, is committed and holds these copies
+    // (name, the rank that held it). A dead rank writes no part: the copies it
+    // wrote before are carried from checkpoint to checkpoint until every live rank
+    // says (`settled`, sent with its part) that it has read back what it needed of
+    // them, so that a prune never removes a copy an owner still reads.
+    std::function<void(std::uint64_t sequence, const std::string& path,
+                       const std::vector<std::pair<std::string, int>>& held)>
+        saved;
+    // Sharded, every rank: the dead ranks whose copies it has read back.
+    std::function<std::vector<int>()> settled;
   };
   // Collective. Installs a SIGUSR1 handler that makes requested() true (rank 0);
   // `every` > 0 makes it true that long after the last checkpoint too.
@@ -98,7 +113,6 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   // a sharded checkpoint: it aborts the data plane and throws DataRollback when the
   // data plane is in use (the dead rank's partitions are gone); otherwise the
   // checkpoint goes on without it.
-  using ObjectList = std::vector<std::pair<std::string, std::vector<std::byte>>>;
   struct DataHooks {
     std::function<std::vector<std::byte>(std::uint64_t)> prepare;
     std::function<ObjectList(std::uint64_t)> objects;
@@ -154,12 +168,22 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
     Status status;
     std::string shard;  // "" when the rank had nothing to write
     std::vector<CheckpointShardEntry> objects;
+    std::vector<int> settled;  // Peers::settled
   };
   std::mutex report_mutex_;
   std::condition_variable report_cv_;
   std::uint64_t report_sequence_ = 0;  // the attempt reports are taken for (0: none)
   std::string report_tag_;
   std::map<int, Report> reports_;
+  // Rank 0, sharded: adds to `writer` (and to `held`, and to `carried` by rank) the
+  // copies of dead ranks in the checkpoint committed last that some live rank may
+  // still read (see Peers::saved).
+  void carry_held(CheckpointWriter& writer, const std::map<int, Report>& reports,
+                  std::vector<std::pair<std::string, int>>& held, std::map<int, std::vector<std::string>>& carried);
+  // Rank 0, sharded: the held copies each rank wrote into the checkpoint committed
+  // last (held_path_), for carrying a dead rank's into the next one.
+  std::map<int, std::vector<std::string>> held_names_;
+  std::string held_path_;
 };
 
 }  // namespace brisk

@@ -25,11 +25,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -50,6 +53,7 @@ namespace brisk {
 
 class LocalScheduler;
 class ControlPlane;
+class CheckpointReader;
 
 struct ClusterStats {
   std::uint64_t tasks_sent = 0;       // tasks this rank encoded for another rank
@@ -64,6 +68,9 @@ struct ClusterStats {
   std::uint64_t objects_lost = 0;     // objects found lost (no copy left, no lineage)
   std::size_t lineage = 0;            // results whose task is kept for replay
   std::uint64_t lineage_cut = 0;      // kept tasks dropped because the owner fetched the value
+  std::uint64_t lineage_checkpointed = 0;  // kept tasks dropped because a checkpoint holds the value
+  std::uint64_t objects_restored = 0;      // objects read back from a checkpoint after their holder died
+  std::size_t saved = 0;                   // owned objects that a checkpoint holds (their holder is alive)
   std::uint64_t frames_sent = 0;
   std::uint64_t arena_used = 0;
   std::size_t directory = 0;          // objects shared with other ranks, alive here
@@ -158,6 +165,22 @@ class Cluster final : public detail::Executor,
     return any_rank_lost() || blocked_end_.load(std::memory_order_acquire);
   }
 
+  // --- live objects in checkpoints (ucx) ---
+  // The copies this rank holds of other ranks' live objects, named
+  // checkpoint_held_name(owner, id), for its part of a checkpoint. Empty where a
+  // rank's death ends the job (mpi).
+  std::vector<std::pair<std::string, std::vector<std::byte>>> held_copies() const;
+  // Rank 0: checkpoint file `path` is committed and holds these copies (name, the
+  // rank that held it). Tells every live rank which of its objects the file holds:
+  // an owner drops their lineage (the file replaces it), and when a holder dies its
+  // owners read those objects back from the newest checkpoint that holds them.
+  void checkpoint_committed(std::uint64_t sequence, const std::string& path,
+                            const std::vector<std::pair<std::string, int>>& held);
+  // The dead ranks whose copies this rank has finished reading back (it heard of
+  // their loss, and no read is left): rank 0 carries a dead rank's copies from
+  // checkpoint to checkpoint until every live rank has.
+  std::vector<int> settled_losses() const;
+
   // --- detail::ObjectCodec / ObjectResolver ---
   void encode_object(Writer& w, detail::ObjectState* object, Rank to) override;
   detail::ObjectState* resolve_remote(ObjectId id, Rank owner, Rank lender, const detail::RemoteCopy& copy,
@@ -220,6 +243,13 @@ class Cluster final : public detail::Executor,
     std::uint64_t offset;
     std::uint64_t length;
     detail::ObjectState* value = nullptr;  // exported in place: a reference that keeps the bytes
+    int owner = 0;
+  };
+  // An owned object whose copy a committed checkpoint holds.
+  struct Saved {
+    std::shared_ptr<const std::string> file;  // the newest checkpoint that holds it
+    std::uint64_t sequence = 0;               // that checkpoint's
+    int holder = 0;                           // the rank whose copy was written
   };
   class ArenaMemory;
   struct NodeLoad {
@@ -288,6 +318,21 @@ class Cluster final : public detail::Executor,
   void handle_locate(Rank from, Reader& r);
   void handle_located(Rank from, Reader& r);
   std::shared_ptr<const ErrorInfo> lost_error(detail::ObjectState* object, std::string why);
+  // Owner: checkpoint `sequence` (`file`) holds these objects (id, holder): their
+  // lineage goes.
+  void apply_saved(std::uint64_t sequence, const std::string& file,
+                   const std::vector<std::pair<ObjectId, int>>& objects);
+  // Takes the checkpoint copy of `id` out of the table (nullopt when none);
+  // `restore`: for a read-back, counted in restores_pending_ at once.
+  std::optional<Saved> take_saved(ObjectId id, bool restore = false);
+  // The eager read-back at a holder's death (on_rank_lost); returns how many.
+  std::size_t restore_saved_on(Rank holder);
+  // The restore thread: reads objects whose holder died back from checkpoints.
+  void restore_main();
+  // Fills `object` (owned, remote) from its copy in `saved`'s checkpoint, or the
+  // newest one after it that holds it; throws on failure.
+  // `open`: the files read so far, kept open.
+  void read_saved(detail::ObjectState* object, const Saved& saved, std::map<std::string, CheckpointReader>& open);
 
   void run_here(detail::TaskBase* task) noexcept;
   // Where the arguments' bytes are (rank, bytes), for placement by locality.
@@ -372,6 +417,7 @@ class Cluster final : public detail::Executor,
   static constexpr int kNoEnd = -1001;
   std::unique_ptr<std::atomic<bool>[]> lost_;       // per rank: found dead
   std::unique_ptr<std::atomic<bool>[]> lost_seen_;  // per rank: its loss is being handled
+  std::unique_ptr<std::atomic<bool>[]> lost_queued_;  // per rank: its copies' read-back is queued
   std::atomic<bool> any_lost_{false};
   std::atomic<int> end_code_{kNoEnd};
   std::atomic<bool> blocked_end_{false};  // the end says to leave without MPI (a rank died or is blocked)
@@ -386,10 +432,20 @@ class Cluster final : public detail::Executor,
   std::uint64_t lineage_bytes_ = 0, lineage_order_ = 0;
   std::mutex replayed_mutex_;
   std::unordered_set<TaskId> replayed_;  // results of these may come twice: the second is dropped
+  mutable std::mutex saved_mutex_;
+  std::unordered_map<ObjectId, Saved> saved_;  // owned objects a checkpoint holds
+  mutable std::mutex restore_mutex_;
+  std::condition_variable restore_cv_;
+  std::deque<std::pair<detail::ObjectState*, Saved>> restore_queue_;  // a reference each
+  std::thread restorer_;  // started with the first restore
+  bool restore_stop_ = false;
+  // Taken from saved_ for a read-back and not done yet (changed under saved_mutex_
+  // when taken, so that saved_ and it together say what is left to read).
+  std::atomic<std::size_t> restores_pending_{0};
 
   std::atomic<std::uint64_t> tasks_sent_{0}, tasks_received_{0}, tasks_placed_{0}, results_received_{0},
       fetches_{0}, fetched_bytes_{0}, malformed_{0}, frames_sent_{0}, tasks_replayed_{0},
-      objects_rebuilt_{0}, objects_lost_{0}, lineage_cut_{0};
+      objects_rebuilt_{0}, objects_lost_{0}, lineage_cut_{0}, lineage_checkpointed_{0}, objects_restored_{0};
 };
 
 }  // namespace brisk
