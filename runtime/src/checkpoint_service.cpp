@@ -391,6 +391,9 @@ void RuntimeCheckpoints::carry_held(CheckpointWriter& writer, const std::map<int
       return std::find(report.second.settled.begin(), report.second.settled.end(), r) != report.second.settled.end();
     });
   };
+  // A copy made again on a live rank (lineage replay) is in this checkpoint already.
+  std::set<std::string> present;
+  for (const auto& [name, r] : held) present.insert(name);
   std::optional<CheckpointReader> last;
   for (const auto& [r, names] : held_names_) {
     if (reports.count(r) || !peers_.lost || !peers_.lost(r) || settled(r)) continue;
@@ -405,6 +408,10 @@ void RuntimeCheckpoints::carry_held(CheckpointWriter& writer, const std::map<int
     }
     std::size_t carried = 0;
     for (const std::string& name : names) {
+      if (present.count(name)) {
+        ++carried;
+        continue;
+      }
       auto bytes = last->read(CheckpointSection::kObjects, name);
       if (!bytes.ok() || !writer.add_object(name, std::move(*bytes)).ok()) continue;
       held.emplace_back(name, r);

@@ -108,7 +108,8 @@ TEST(RuntimeCheckpointsTest, HeldCopiesOfADeadRankAreCarriedUntilEveryRankSettle
   EXPECT_EQ(listed(saved[0]).size(), 4u);
   EXPECT_EQ(listed(saved[0]).at(x2), 2);
 
-  // 2: rank 2 died and nobody has read its copies back yet: they are carried.
+  // 2: rank 2 died and nobody has read its copies back yet: they are carried, but
+  // for x1, which rank 1 holds too.
   lost.insert(2);
   ranks[0]->write();
   ASSERT_EQ(saved.size(), 2u);
@@ -116,15 +117,21 @@ TEST(RuntimeCheckpointsTest, HeldCopiesOfADeadRankAreCarriedUntilEveryRankSettle
   EXPECT_EQ(in[x2], bytes_of("two")) << "rank 2's copy carried from the checkpoint before";
   EXPECT_EQ(in[y], bytes_of("rank 1's"));
   EXPECT_EQ(listed(saved[1]).at(x2), 2) << "listed with the rank that held it";
+  EXPECT_EQ(listed(saved[1]).at(x1), 1);
   EXPECT_FALSE(std::filesystem::exists(saved[0].path)) << "--brisk-checkpoint-keep=1 pruned the first";
 
   // 3: rank 1 has settled rank 2, rank 0 has not: still carried (from checkpoint 2).
+  // Rank 1 holds x2 now (made again from lineage): its copy is the one written.
   settled[1] = {2};
+  held_of[1].emplace_back(x2, bytes_of("two, made again"));
   ranks[0]->write();
   ASSERT_EQ(saved.size(), 3u);
   in = held_in(saved[2].path);
-  EXPECT_EQ(in[x2], bytes_of("two"));
+  EXPECT_EQ(in[x2], bytes_of("two, made again"));
+  EXPECT_EQ(listed(saved[2]).at(x2), 1);
+  EXPECT_EQ(in[y], bytes_of("rank 1's"));
   EXPECT_EQ(listed(saved[2]).at(y), 2);
+  held_of[1].pop_back();
 
   // 4: every live rank has: rank 2's copies are left out; rank 1's stay.
   settled[0] = {2};
