@@ -13,9 +13,10 @@
 // and the cluster counters of every rank over the workload.
 //
 //   mpirun -np 2 --oversubscribe --bind-to none build/benchmarks/brisk_cluster_workloads
-//       [--brisk-transport=mpi|ucx] [--only=NAME] [--quick]
+//       [--brisk-transport=mpi|ucx] [--only=NAME] [--quick] [--object=vector|array]
 //
 // --quick: a tenth of the tasks and iterations, transfers up to 16 MiB.
+// --object: object_transfer moves only std::vector or only brisk::Array objects.
 //
 // The raw figures are measured in main, before brisk::run: this program initialises
 // MPI itself (brisk::run then neither initialises nor finalises it).
@@ -56,6 +57,7 @@ const std::string kWorkloads[] = {"remote_e2e", "object_transfer", "throughput",
 
 struct Settings {
   std::string only;
+  std::string object;  // object_transfer: "vector" or "array" only ("": both)
   bool quick = false;
   bool help = false;  // --brisk-help: brisk::run prints the options; nothing is measured
   std::string transport = "mpi";  // as brisk reads it: the flag, else BRISK_TRANSPORT
@@ -69,6 +71,7 @@ Settings read_settings(int argc, char** argv) {
     const std::string a = argv[i];
     if (a.rfind("--only=", 0) == 0) s.only = a.substr(7);
     if (a == "--quick") s.quick = true;
+    if (a.rfind("--object=", 0) == 0) s.object = a.substr(9);
     if (a == "--brisk-help") s.help = true;
     if (a.rfind("--brisk-transport=", 0) == 0) s.transport = a.substr(18);
     if (a == "--brisk-transport" && i + 1 < argc) s.transport = argv[i + 1];
@@ -657,8 +660,8 @@ void object_transfer_of(const Job& job) {
 }
 
 void object_transfer(const Job& job) {
-  object_transfer_of<std::vector<std::uint8_t>>(job);
-  object_transfer_of<brisk::Array<std::uint8_t>>(job);
+  if (job.settings.object != "array") object_transfer_of<std::vector<std::uint8_t>>(job);
+  if (job.settings.object != "vector") object_transfer_of<brisk::Array<std::uint8_t>>(job);
 }
 
 void throughput(const Job& job) {
