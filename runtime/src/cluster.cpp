@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <set>
 
 #include "brisk/checkpoint/format.hpp"
 #include "brisk/checkpoint/reader.hpp"
@@ -212,7 +213,7 @@ bool Cluster::rank_lost(Rank rank) const noexcept {
   return rank.value >= 0 && rank.value < size_ && lost_[static_cast<std::size_t>(rank.value)].load(std::memory_order_acquire);
 }
 
-void Cluster::on_rank_lost(Rank peer, const Status& why) {
+void Cluster::on_rank_lost(Rank peer, const Status& why, bool announce) {
   if (peer.value < 0 || peer.value >= size_ || lost_seen_[static_cast<std::size_t>(peer.value)].exchange(true)) return;
   {
     std::lock_guard lock(gs_mutex_);
@@ -225,6 +226,13 @@ void Cluster::on_rank_lost(Rank peer, const Status& why) {
   any_lost_.store(true, std::memory_order_release);
   // A rank declared dead may only be hung: transfers from it must not wait on it.
   transport_.disconnect(peer);
+  // Found here (the transport failed): every other rank learns it now, not only when
+  // it next talks to the dead one; it is dead for the whole job from now on.
+  if (announce && end_code_.load(std::memory_order_acquire) == kNoEnd) {
+    Writer w;
+    w(static_cast<std::uint8_t>(kCtlRankDead), peer.value, fmt::format("{} (seen by rank {})", why.message(), self_.value));
+    send_to_live_ranks(w.bytes());
+  }
   // Proxies that asked the dead rank where their object's copy is get no answer.
   std::vector<ObjectState*> orphans;
   {
@@ -299,7 +307,7 @@ void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
     Writer w;
     w(static_cast<std::uint8_t>(kCtlRankDead), r, why);
     send_to_live_ranks(w.bytes());
-    on_rank_lost(Rank{r}, unavailable(why));
+    on_rank_lost(Rank{r}, unavailable(why), false);
   }
 }
 
@@ -1390,14 +1398,19 @@ void Cluster::checkpoint_committed(std::uint64_t sequence, const std::string& pa
 void Cluster::apply_saved(std::uint64_t sequence, const std::string& file,
                           const std::vector<std::pair<ObjectId, int>>& objects) {
   auto path = std::make_shared<const std::string>(file);
+  // One view of which ranks are dead for the whole update (a loss may be marked
+  // meanwhile, by another thread); a loss marked after it is handled below.
+  std::vector<bool> dead(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) dead[static_cast<std::size_t>(r)] = rank_lost(Rank{r});
   std::vector<ObjectId> kept;
+  std::set<int> kept_holders;
   {
     std::lock_guard lock(saved_mutex_);
     // A live holder writes every copy it holds into every checkpoint: an entry this
     // one lacks is of an object gone meanwhile. A dead holder's stay until read.
-    std::erase_if(saved_, [this](const auto& entry) { return !rank_lost(Rank{entry.second.holder}); });
+    std::erase_if(saved_, [&dead](const auto& entry) { return !dead[static_cast<std::size_t>(entry.second.holder)]; });
     for (const auto& [id, holder] : objects) {
-      if (rank_lost(Rank{holder})) {
+      if (dead[static_cast<std::size_t>(holder)]) {
         // Carried for a dead holder (or it died since it wrote): only a read-back
         // still to come moves to this file. An object with no entry was read back
         // already, or was not cut when its holder's loss was handled, and its
@@ -1408,6 +1421,14 @@ void Cluster::apply_saved(std::uint64_t sequence, const std::string& file,
       }
       saved_[id] = Saved{path, sequence, holder};
       kept.push_back(id);
+      kept_holders.insert(holder);
+    }
+  }
+  // A holder found dead since the view above: its loss may have been handled before
+  // these entries were there, so they are read back now.
+  for (int h : kept_holders) {
+    if (rank_lost(Rank{h}) && lost_queued_[static_cast<std::size_t>(h)].load(std::memory_order_acquire)) {
+      restore_saved_on(Rank{h});
     }
   }
   std::vector<TaskBase*> cut;
@@ -1442,19 +1463,29 @@ std::size_t Cluster::restore_saved_on(Rank holder) {
   std::size_t restoring = 0;
   for (ObjectId id : there) {
     ObjectState* o = shared_object_ref(id);
-    enum { kDrop, kRead, kLater } what = kDrop;
+    enum { kDrop, kRead, kLater, kElsewhere } what = kDrop;
+    Rank other;
     if (DistInfo* d = o ? o->dist() : nullptr) {
       std::lock_guard lock(d->mutex);
-      if (!d->proxy && !d->lost && d->copy && d->copy->region.owner == holder && o->residency() == Residency::kRemote) {
-        // A pull or relocation under way reaches relocate() when it ends.
-        what = d->fetching || d->relocating ? kLater : kRead;
+      if (!d->proxy && !d->lost && d->copy && o->residency() == Residency::kRemote) {
+        other = d->copy->region.owner;
+        if (other != holder && !rank_lost(other)) {
+          what = kElsewhere;  // the copy in use is another rank's (the file's still backs it)
+        } else {
+          // A pull or relocation under way reaches relocate() when it ends.
+          what = d->fetching || d->relocating ? kLater : kRead;
+        }
       }
     }
     if (what == kRead) {
       relocate(o);
       ++restoring;
+    } else if (what == kElsewhere) {
+      std::lock_guard lock(saved_mutex_);
+      auto it = saved_.find(id);
+      if (it != saved_.end()) it->second.holder = other.value;  // the next checkpoint lists that rank's
     } else if (what == kDrop) {
-      take_saved(id);  // gone, or its copy was not the one that died: nothing to read
+      take_saved(id);  // gone, lost, or here: nothing to read
     }
     if (o) o->release();
   }
@@ -1465,13 +1496,16 @@ std::size_t Cluster::restore_saved_on(Rank holder) {
   return restoring;
 }
 
-std::vector<int> Cluster::settled_losses() const {
+std::vector<int> Cluster::settled_losses() {
   // The flags first: a loss whose read-backs are queued after this look is not
   // counted, and one queued before it shows in saved_ or restores_pending_.
   std::vector<int> out;
   for (int r = 0; r < size_; ++r) {
     if (lost_queued_[static_cast<std::size_t>(r)].load(std::memory_order_acquire)) out.push_back(r);
   }
+  // Entries a dead rank's loss left waiting (a pull or relocation was under way
+  // then) are looked at again: read back, or dropped when no longer needed.
+  for (int r : out) restore_saved_on(Rank{r});
   std::lock_guard lock(saved_mutex_);
   if (restores_pending_.load(std::memory_order_relaxed) != 0) return {};
   std::erase_if(out, [this](int r) {
@@ -1619,6 +1653,7 @@ void Cluster::relocate(ObjectState* o) noexcept {
     return;
   }
   if (o->residency() != Residency::kRemote) {
+    take_saved(o->id());  // a checkpoint's copy is not needed either
     relocated(o, std::nullopt, nullptr);  // the value is here
     return;
   }
@@ -2198,6 +2233,7 @@ void Cluster::finish_fetch(ObjectState* o, const Status& status) {
       lineage_cut_.fetch_add(1, std::memory_order_relaxed);
       delete task;
     }
+    take_saved(o->id());  // nor is a checkpoint's copy needed
   }
   for (auto& cb : callbacks) cb(status);
   o->release();
@@ -2335,7 +2371,7 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
           std::fflush(nullptr);
           std::_Exit(1);
         }
-        on_rank_lost(Rank{rank}, unavailable(why));
+        on_rank_lost(Rank{rank}, unavailable(why), false);
       });
       return;
     case kCtlCheckpoint:

@@ -179,7 +179,8 @@ class Cluster final : public detail::Executor,
   // The dead ranks whose copies this rank has finished reading back (it heard of
   // their loss, and no read is left): rank 0 carries a dead rank's copies from
   // checkpoint to checkpoint until every live rank has.
-  std::vector<int> settled_losses() const;
+  // Any thread but the progress thread.
+  std::vector<int> settled_losses();
 
   // --- detail::ObjectCodec / ObjectResolver ---
   void encode_object(Writer& w, detail::ObjectState* object, Rank to) override;
@@ -285,7 +286,8 @@ class Cluster final : public detail::Executor,
   void send_to_live_ranks(std::span<const std::byte> control);
   void malformed(Rank from, const std::string& why);
   // A peer died (transport failure handler): fails what it held, rebuilds actors.
-  void on_rank_lost(Rank peer, const Status& why);
+  // `announce`: found here, so every other live rank is told (kCtlRankDead).
+  void on_rank_lost(Rank peer, const Status& why, bool announce = true);
   // Global scheduler: declares ranks dead whose heartbeats stopped (progress thread).
   void check_heartbeats(std::chrono::steady_clock::time_point now);
   void fail_pending_on(Rank peer);
