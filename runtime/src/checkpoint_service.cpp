@@ -206,6 +206,7 @@ Status RuntimeCheckpoints::participate(std::uint64_t sequence, const std::string
   Writer w;
   w(sequence, tag, static_cast<std::uint8_t>(status.code()), status.message(), shard, list, settled);
   if (peers_.report) peers_.report(w.bytes());
+  if (after_report_) after_report_();
   return status;
 }
 

@@ -20,8 +20,8 @@ namespace {
 
 constexpr const char* kExpected =
     "expected kill:RANK:MIN-MAX[:SEED] (milliseconds), kill-at-task:RANK:MIN-MAX[:SEED] (data tasks), "
-    "kill-in-checkpoint:RANK:MIN-MAX[:SEED] (checkpoints), stall-in-checkpoint:RANK:MIN-MAX[:SEED] or "
-    "checkpoint-stall";
+    "kill-in-checkpoint:RANK:MIN-MAX[:SEED] (checkpoints), kill-after-checkpoint-report:RANK:MIN-MAX[:SEED], "
+    "stall-in-checkpoint:RANK:MIN-MAX[:SEED] or checkpoint-stall";
 
 template <class T>
 std::optional<T> number(std::string_view s) {
@@ -71,6 +71,8 @@ StatusOr<std::optional<KillPlan>> parse_fault_inject(std::string_view value) {
     plan.unit = KillPlan::Unit::kDataTasks;
   } else if (parts[0] == "kill-in-checkpoint") {
     plan.unit = KillPlan::Unit::kCheckpointParts;
+  } else if (parts[0] == "kill-after-checkpoint-report") {
+    plan.unit = KillPlan::Unit::kCheckpointReports;
   } else if (parts[0] == "stall-in-checkpoint") {
     plan.unit = KillPlan::Unit::kCheckpointParts;
     plan.stall = true;
@@ -110,11 +112,12 @@ std::function<void()> arm_fault_injection(const KillPlan& plan, int rank) {
   const int point = plan.delay_ms();
   if (plan.unit != KillPlan::Unit::kMilliseconds) {
     auto left = std::make_shared<std::atomic<int>>(std::max(1, point));
-    const std::string when = plan.unit == KillPlan::Unit::kDataTasks
-                                 ? fmt::format("at its data task {}", point)
-                                 : fmt::format("in checkpoint part {} it writes, its shard (if it had "
-                                               "partitions) written and not yet reported",
-                                               point);
+    const std::string when =
+        plan.unit == KillPlan::Unit::kDataTasks ? fmt::format("at its data task {}", point)
+        : plan.unit == KillPlan::Unit::kCheckpointReports
+            ? fmt::format("after it reported checkpoint part {} it wrote", point)
+            : fmt::format("in checkpoint part {} it writes, its shard (if it had partitions) written and not yet reported",
+                          point);
     if (plan.stall) {
       return [left, point, rank] {
         if (left->fetch_sub(1, std::memory_order_acq_rel) != 1) return;

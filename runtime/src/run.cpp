@@ -197,11 +197,14 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
           break;
         }
         // Only ucx's sharded checkpoints have parts that other ranks write alone.
-        if (p.unit == KillPlan::Unit::kCheckpointParts && (p.rank == 0 || options.transport != TransportKind::kUcx)) {
+        const bool in_parts = p.unit == KillPlan::Unit::kCheckpointParts || p.unit == KillPlan::Unit::kCheckpointReports;
+        if (in_parts && (p.rank == 0 || options.transport != TransportKind::kUcx)) {
           plans = invalid_argument(fmt::format(
               "BRISK_FAULT_INJECT='{}': {} needs --brisk-transport=ucx and a rank other than 0 "
               "(rank 0 commits checkpoints; on mpi they are collective)",
-              inject, p.stall ? "stall-in-checkpoint" : "kill-in-checkpoint"));
+              inject, p.stall                                         ? "stall-in-checkpoint"
+                      : p.unit == KillPlan::Unit::kCheckpointReports ? "kill-after-checkpoint-report"
+                                                                      : "kill-in-checkpoint"));
           break;
         }
       }
@@ -370,6 +373,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     checkpoints.set_every_instantiations(options.checkpoint_instantiations);
     if (auto hook = arm_fault_injections(kill_plans, KillPlan::Unit::kCheckpointParts, rank)) {
       checkpoints.set_before_report(std::move(hook));
+    }
+    if (auto hook = arm_fault_injections(kill_plans, KillPlan::Unit::kCheckpointReports, rank)) {
+      checkpoints.set_after_report(std::move(hook));
     }
   }
   for (const KillPlan& p : kill_plans) {

@@ -18,7 +18,11 @@
 // checkpoint alone saves them. With --dies-in-checkpoint the victim dies in its part
 // of that checkpoint (BRISK_FAULT_INJECT=kill-in-checkpoint:VICTIM:1-1): the
 // checkpoint goes on without it, its results keep their lineage and are made again
-// from it, and the other ranks' copies are in the checkpoint. With --recovery-timing the results are read right
+// from it, and the other ranks' copies are in the checkpoint. With --dies-after-report
+// (BRISK_FAULT_INJECT=kill-after-checkpoint-report:VICTIM:1-1) it dies just after it
+// reported its part: rank 0 commits a part of a rank that is dead or about to be,
+// and its results come back from the checkpoint or from lineage, whichever the
+// timing left. With --recovery-timing the results are read right
 // after the kill (no more checkpoints) and the time from the loss being noticed to
 // the last result is printed; adding --no-checkpoint gives the same with the lost
 // results made again from lineage instead, for comparison.
@@ -137,7 +141,7 @@ int main(int argc, char** argv) {
   return brisk::run(argc, argv, [] {
     std::uint64_t seed = 7;
     bool stop = false, big = false, expect_lost = false, injected = false, cut = false, timing = false,
-         no_checkpoint = false, dies_in_checkpoint = false;
+         no_checkpoint = false, dies_in_checkpoint = false, dies_after_report = false;
     for (const auto& a : brisk::program_args()) {
       if (a.rfind("--seed=", 0) == 0) seed = std::stoull(a.substr(7));
       if (a == "--stop") stop = true;
@@ -148,6 +152,7 @@ int main(int argc, char** argv) {
       if (a == "--recovery-timing") timing = true;
       if (a == "--no-checkpoint") no_checkpoint = true;
       if (a == "--dies-in-checkpoint") dies_in_checkpoint = true;
+      if (a == "--dies-after-report") dies_after_report = true;
     }
     const int width = 120, layers = 6;
     const Graph g = make_graph(seed, width, layers);
@@ -205,8 +210,9 @@ int main(int argc, char** argv) {
           cut_ok = after.saved > 0 && after.lineage == 0 && after.lineage_checkpointed >= before.lineage;
           // The victim wrote no part: its results keep their lineage.
           if (dies_in_checkpoint) cut_ok = after.saved > 0 && after.lineage > 0 && cluster->rank_lost(brisk::Rank{victim});
+          if (dies_after_report) cut_ok = after.saved > 0;
         }
-        if (!dies_in_checkpoint) (void)brisk::task(die).resources(on_victim).remote(false);
+        if (!dies_in_checkpoint && !dies_after_report) (void)brisk::task(die).resources(on_victim).remote(false);
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
         while (!cluster->rank_lost(brisk::Rank{victim}) && std::chrono::steady_clock::now() < until) {
           std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -265,7 +271,9 @@ int main(int argc, char** argv) {
     if (big && !expect_lost) ok = ok && lost == 0 && stats.objects_rebuilt > 0;
     if (expect_lost) ok = wrong == 0 && lost > 0 && stats.objects_rebuilt == 0;
     // Nothing was running when the victim died: its results come from the checkpoint.
-    if (cut && dies_in_checkpoint) {
+    if (cut && dies_after_report) {
+      ok = cut_ok && wrong == 0 && lost == 0 && stats.objects_rebuilt + stats.objects_restored > 0;
+    } else if (cut && dies_in_checkpoint) {
       ok = cut_ok && wrong == 0 && lost == 0 && stats.objects_rebuilt > 0 && stats.objects_restored == 0;
     } else if (cut && !no_checkpoint) {
       ok = cut_ok && wrong == 0 && lost == 0 && stats.objects_rebuilt == 0 && stats.objects_restored > 0;

@@ -68,6 +68,19 @@ TEST(FaultInject, AKillInACheckpointIsArmedApartFromTaskKills) {
   hook();
 }
 
+TEST(FaultInject, AKillAfterACheckpointReportHasItsOwnHook) {
+  auto p = parse_fault_injects("kill-after-checkpoint-report:2:2-2,kill-in-checkpoint:2:5-5");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  ASSERT_EQ(p->size(), 2u);
+  EXPECT_EQ((*p)[0].unit, KillPlan::Unit::kCheckpointReports);
+  EXPECT_EQ((*p)[0].delay_ms(), 2);
+  EXPECT_EQ((*p)[1].unit, KillPlan::Unit::kCheckpointParts);
+  auto hook = arm_fault_injections(*p, KillPlan::Unit::kCheckpointReports, 2);
+  ASSERT_TRUE(hook);
+  hook();  // the first report: not the drawn one
+  EXPECT_FALSE(arm_fault_injections(*p, KillPlan::Unit::kCheckpointReports, 1));
+}
+
 TEST(FaultInject, AStallInACheckpointIsACheckpointPlanThatStalls) {
   auto p = parse_fault_injects("stall-in-checkpoint:2:4-4:9,kill-in-checkpoint:1:3-3");
   ASSERT_TRUE(p.ok()) << p.status().message();

@@ -101,6 +101,8 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   Status participate(std::uint64_t sequence, const std::string& tag);
   // Fault injection: called once a shard is written, before its report goes.
   void set_before_report(std::function<void()> hook) { before_report_ = std::move(hook); }
+  // ... and once its report is sent.
+  void set_after_report(std::function<void()> hook) { after_report_ = std::move(hook); }
   // Rank 0: whether a live rank's part of a checkpoint was overdue (its main thread
   // may never come back, so the job cannot end through MPI).
   bool rank_blocked() const noexcept { return rank_blocked_.load(std::memory_order_acquire); }
@@ -160,7 +162,7 @@ class RuntimeCheckpoints final : public detail::CheckpointService {
   int instantiations_ = 0;  // since the last checkpoint this counter asked for
   std::atomic<std::int64_t> last_ns_;  // steady clock of the last checkpoint (or the start)
   std::string last_path_;               // the checkpoint written or restored last ("" none)
-  std::function<void()> before_report_;
+  std::function<void()> before_report_, after_report_;
   std::atomic<bool> rank_blocked_{false};
 
   // Rank 0: the sharded write in progress, and what the ranks reported.

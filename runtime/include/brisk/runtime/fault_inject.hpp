@@ -3,6 +3,7 @@
 //   BRISK_FAULT_INJECT=kill:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=kill-at-task:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=kill-in-checkpoint:RANK:MIN-MAX[:SEED]
+//   BRISK_FAULT_INJECT=kill-after-checkpoint-report:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=stall-in-checkpoint:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=kill-at-task:2:100-200,kill-at-task:3:900-1000   (several)
 //
@@ -12,7 +13,9 @@
 // depend on timing), or in the N-th checkpoint it writes a part of, once its shard
 // is on disk and before rank 0 hears of it (kill-in-checkpoint: the ucx backend's
 // sharded checkpoints; stall-in-checkpoint instead stops that rank's main thread
-// there for good, as a hung file system would, while the rest of the rank runs on),
+// there for good, as a hung file system would, while the rest of the rank runs on;
+// kill-after-checkpoint-report dies once its report is sent, so that rank 0 may
+// commit the part of a rank that is dead or about to be),
 // from a generator seeded with SEED (default 1), so that a
 // failing run can be repeated. Every rank parses the value; a malformed one stops
 // the job at start with a message naming what was wrong. The value
@@ -30,7 +33,7 @@
 namespace brisk {
 
 struct KillPlan {
-  enum class Unit { kMilliseconds, kDataTasks, kCheckpointParts };
+  enum class Unit { kMilliseconds, kDataTasks, kCheckpointParts, kCheckpointReports };
   Unit unit = Unit::kMilliseconds;
   int rank = 0;
   int min_ms = 0;
