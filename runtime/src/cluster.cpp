@@ -872,7 +872,7 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
     const bool keep = keep_specs_ && !task->actor_call();
     {
       std::lock_guard lock(pending_mutex_);
-      Pending p{result, task->name(), std::move(lineage), keep ? task : nullptr, rebuild, for_placement};
+      Pending p{result, task->name(), std::move(lineage), keep ? task : nullptr, rebuild, for_placement, false, TaskId{}, 0};
       // An actor's creation runs once: not again on the death of some other rank.
       if (options && options->actor_creation) p.placed_elsewhere = false;
       if (call && call->logged && keep_specs_) {
