@@ -3,8 +3,9 @@
 //   remote_e2e       get(task pinned to rank 1) from the driver, against a raw MPI
 //                    Send/Recv round trip of 8 bytes;
 //   object_transfer  a std::vector, then a brisk::Array, made on rank A and read by a
-//                    task on rank B, against raw
-//                    MPI_Get and (with UCX) ucp_get_nbx of the same sizes;
+//                    task on rank B that reads every byte, against raw MPI_Get (of
+//                    clean bytes, of bytes just rewritten, and of those followed by
+//                    reading every byte) and (with UCX) ucp_get_nbx of the same sizes;
 //   throughput       no-op tasks from the driver, and from one root task per rank;
 //   spill            1 ms tasks from rank 0 only, spread by spill-over; efficiency
 //                    against the cores the job may use.
@@ -157,6 +158,26 @@ class Line {
   std::string body_;
 };
 
+// Reads every byte, as a task that uses the object would (the bytes are all 1):
+// returns the size when they are right, 0 otherwise. Eight independent 8-byte lanes,
+// so that the read runs at memory speed (one chained lane ran at 11 GB/s here, eight
+// at 14-16). The time is the task's, the transfer's and this read's.
+std::uint64_t read_all(const std::uint8_t* p, std::size_t n) {
+  constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
+  std::uint64_t lane[8] = {};
+  const std::size_t blocks = n / 64;
+  for (std::size_t i = 0; i < blocks; ++i) {
+    for (int k = 0; k < 8; ++k) {
+      std::uint64_t w;
+      std::memcpy(&w, p + 64 * i + 8 * k, 8);
+      lane[k] ^= w;
+    }
+  }
+  bool ok = true;
+  for (std::uint64_t x : lane) ok = ok && x == (blocks % 2 ? kOnes : 0);
+  for (std::size_t i = blocks * 64; i < n; ++i) ok = ok && p[i] == 1;
+  return ok ? n : 0;
+}
 // ---------------------------------------------------------------------------
 // Raw baselines, measured before brisk::run on every rank (collective).
 
@@ -164,6 +185,7 @@ struct Raw {
   Summary pingpong_us{NAN, NAN, NAN};  // 8-byte Send/Recv round trip, ranks 0 and 1
   std::vector<double> mpi_get_gbps;    // per transfer size, B reading A
   std::vector<double> mpi_get_fresh_gbps;  // the same, A rewriting the bytes before each read
+  std::vector<double> mpi_get_read_gbps;   // fresh, and B then reads every byte it got
   std::vector<double> ucx_get_gbps;    // empty without UCX
   int cores_available = 0;             // distinct cores the ranks may use, summed over hosts
   std::string hosts_json = "[]";
@@ -239,7 +261,10 @@ class PageBuffer {
 // of the repetitions after one warm-up get. The figures are B's, broadcast to all.
 // `fresh`: A writes the bytes anew before each read (as a task that just made the
 // object would), instead of B reading the same clean bytes again.
-std::vector<double> raw_mpi_get(int rank, Pair p, const std::vector<std::size_t>& sizes, bool quick, bool fresh) {
+// `then_read` (with `fresh`): B reads every byte after the get, as the benchmark's
+// reading task does; the figure is then the bytes over get plus read.
+std::vector<double> raw_mpi_get(int rank, Pair p, const std::vector<std::size_t>& sizes, bool quick, bool fresh,
+                                bool then_read = false) {
   const std::size_t largest = sizes.back();
   PageBuffer dst(rank == p.b ? largest : 0);
   void* base = nullptr;
@@ -255,12 +280,15 @@ std::vector<double> raw_mpi_get(int rank, Pair p, const std::vector<std::size_t>
       const int n = static_cast<int>(sizes[s]);
       std::vector<double> reps;
       for (int r = 0; r <= transfer_reps(sizes[s], quick); ++r) {
-        if (rank == p.a) std::memset(base, r & 0xff, sizes[s]);
+        if (rank == p.a) std::memset(base, 1, sizes[s]);  // rewritten: the lines are the writer's again
         MPI_Barrier(MPI_COMM_WORLD);
         if (rank == p.b) {
           const auto t0 = Clock::now();
           MPI_Get(dst.data(), n, MPI_BYTE, p.a, 0, n, MPI_BYTE, win);
           MPI_Win_flush(p.a, win);
+          if (then_read && read_all(dst.data(), sizes[s]) != sizes[s]) {
+            std::fprintf(stderr, "cluster_workloads: raw get read wrong bytes\n");
+          }
           if (r > 0) reps.push_back(sizes[s] / (us_since(t0) * 1e3));
         }
         MPI_Barrier(MPI_COMM_WORLD);
@@ -438,17 +466,17 @@ void cores_available(int rank, int size, Raw& raw) {
 int where() { return brisk::rank(); }
 BRISK_REMOTE(where);
 
-std::vector<std::uint8_t> make_bytes(std::uint64_t n) { return std::vector<std::uint8_t>(n); }
+std::vector<std::uint8_t> make_bytes(std::uint64_t n) { return std::vector<std::uint8_t>(n, 1); }
 BRISK_REMOTE(make_bytes);
 
-// Reads nothing but the size: the time is the task's and the transfer's.
-std::uint64_t size_of(const std::vector<std::uint8_t>& v) { return v.size(); }
+std::uint64_t size_of(const std::vector<std::uint8_t>& v) { return read_all(v.data(), v.size()); }
 BRISK_REMOTE(size_of);
 
-// The same with brisk::Array, which a pull fills without zero-filling it first.
-brisk::Array<std::uint8_t> make_array(std::uint64_t n) { return brisk::Array<std::uint8_t>(n); }
+// The same with brisk::Array, which a pull fills without zero-filling it first (and
+// which a rank of the same node reads where it lies, with --brisk-node-shm).
+brisk::Array<std::uint8_t> make_array(std::uint64_t n) { return brisk::Array<std::uint8_t>(n, 1); }
 BRISK_REMOTE(make_array);
-std::uint64_t array_size_of(const brisk::Array<std::uint8_t>& v) { return v.size(); }
+std::uint64_t array_size_of(const brisk::Array<std::uint8_t>& v) { return read_all(v.data(), v.size()); }
 BRISK_REMOTE(array_size_of);
 
 // The object type an object_transfer series moves.
@@ -502,16 +530,17 @@ BRISK_REMOTE(spawn);
 // The counters that matter, of the rank it runs on.
 struct Counters {
   std::uint64_t frames_sent, tasks_sent, tasks_received, tasks_placed, results_received, fetches, fetched_bytes,
-      arena_used;
+      fetched_shared, borrowed, arena_used;
   template <class A>
   void serialize(A& ar) {
-    ar(frames_sent, tasks_sent, tasks_received, tasks_placed, results_received, fetches, fetched_bytes, arena_used);
+    ar(frames_sent, tasks_sent, tasks_received, tasks_placed, results_received, fetches, fetched_bytes,
+       fetched_shared, borrowed, arena_used);
   }
 };
 Counters counters_here() {
   const brisk::ClusterStats s = cluster().stats();
   return {s.frames_sent, s.tasks_sent, s.tasks_received, s.tasks_placed,
-          s.results_received, s.fetches, s.fetched_bytes, s.arena_used};
+          s.results_received, s.fetches, s.fetched_bytes, s.fetched_shared, s.borrowed, s.arena_used};
 }
 BRISK_REMOTE(counters_here);
 
@@ -531,7 +560,8 @@ std::string cluster_json(const std::vector<Counters>& before, const std::vector<
       {"frames_sent", &Counters::frames_sent},       {"tasks_sent", &Counters::tasks_sent},
       {"tasks_received", &Counters::tasks_received}, {"tasks_placed", &Counters::tasks_placed},
       {"results_received", &Counters::results_received}, {"fetches", &Counters::fetches},
-      {"fetched_bytes", &Counters::fetched_bytes}};
+      {"fetched_bytes", &Counters::fetched_bytes},   {"fetched_shared", &Counters::fetched_shared},
+      {"borrowed", &Counters::borrowed}};
   std::string out;
   for (const auto& [name, field] : fields) {
     std::vector<std::uint64_t> delta;
@@ -630,6 +660,12 @@ void object_transfer_of(const Job& job) {
     const auto after = counters_all();
     // Pulled one-sided by the reader, or carried inline in messages (small objects).
     const bool pulled = after[p.b].fetches > before[p.b].fetches;
+    // Read from the maker's arena mapped on the reader's node: in place (an Array),
+    // or with one copy; otherwise a one-sided get through the transport.
+    const char* path = !pulled                                              ? "inline"
+                       : after[p.b].borrowed > before[p.b].borrowed          ? "node-shared, in place"
+                       : after[p.b].fetched_shared > before[p.b].fetched_shared ? "node-shared, copied"
+                                                                              : "pulled";
     // An inline object read on rank 0 came with its result, before the clock started:
     // the read moved no bytes, and no bandwidth is reported for it.
     const bool moved = pulled || p.b != 0;
@@ -643,16 +679,18 @@ void object_transfer_of(const Job& job) {
         .integer("maker", p.a)
         .integer("reader", p.b)
         .integer("reps", reps)
-        .text("path", pulled ? "pulled" : "inline")
+        .text("path", path)
         .num("read_us", read)
         .num("round_trip_us", round_trip)
         .num("transfer_us", transfer)
         .num("gbps", gbps)
         .text("unit", "GB/s")
         .raw("raw", "{\"mpi_get\":" + number(raw_mpi) + ",\"mpi_get_fresh\":" + number(job.raw.mpi_get_fresh_gbps[s]) +
+                        ",\"mpi_get_then_read\":" + number(job.raw.mpi_get_read_gbps[s]) +
                         ",\"ucp_get_nbx\":" + number(raw_ucx) + ",\"unit\":\"GB/s\"}")
         .num("ratio_to_raw", gbps / (ucx ? raw_ucx : raw_mpi))
         .num("ratio_to_fresh_mpi_get", gbps / job.raw.mpi_get_fresh_gbps[s])
+        .num("ratio_to_mpi_get_then_read", gbps / job.raw.mpi_get_read_gbps[s])
         .text("ratio_against", ucx ? "ucp_get_nbx" : "mpi_get")
         .raw("cluster", cluster_json(before, after))
         .emit();
@@ -775,6 +813,7 @@ int main(int argc, char** argv) {
     const auto sizes = transfer_sizes(s.quick);
     job.raw.mpi_get_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, false);
     job.raw.mpi_get_fresh_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true);
+    job.raw.mpi_get_read_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true, true);
 #if BRISK_HAVE_UCX
     job.raw.ucx_get_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick);
 #endif

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -37,11 +38,39 @@ std::atomic<SharedMemory*> g_shared{nullptr};
 std::atomic<SharedMemory*> g_retired{nullptr};  // the one before: its arrays may still be freed
 thread_local bool t_private = false;
 
+// The node's shared arenas (set_borrowed_memory). Replaced sets are kept, never
+// freed: a concurrent array_free may still be reading one.
+using Ranges = std::vector<std::pair<const void*, std::size_t>>;
+std::atomic<const Ranges*> g_borrowed{nullptr};
+
+bool borrowed(const void* p) noexcept {
+  const Ranges* ranges = g_borrowed.load(std::memory_order_acquire);
+  if (!ranges) return false;
+  const auto* b = static_cast<const std::byte*>(p);
+  for (const auto& [base, bytes] : *ranges) {
+    const auto* start = static_cast<const std::byte*>(base);
+    if (b >= start && b < start + bytes) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void set_shared_memory(SharedMemory* memory) noexcept {
   SharedMemory* old = g_shared.exchange(memory, std::memory_order_acq_rel);
   if (old) g_retired.store(old, std::memory_order_release);
+}
+
+void set_borrowed_memory(std::vector<std::pair<const void*, std::size_t>> ranges) {
+  static std::mutex mutex;
+  static auto* sets = new std::vector<std::unique_ptr<Ranges>>;  // every set made, kept (see above)
+  std::lock_guard lock(mutex);
+  const Ranges* next = nullptr;
+  if (!ranges.empty()) {
+    sets->push_back(std::make_unique<Ranges>(std::move(ranges)));
+    next = sets->back().get();
+  }
+  g_borrowed.store(next, std::memory_order_release);
 }
 
 PrivateArrays::PrivateArrays() noexcept : previous_(t_private) { t_private = true; }
@@ -76,7 +105,7 @@ void* array_allocate(std::size_t bytes) {
 }
 
 void array_free(void* p, std::size_t bytes) noexcept {
-  if (!p) return;
+  if (!p || borrowed(p)) return;
   for (SharedMemory* shared : {g_shared.load(std::memory_order_acquire), g_retired.load(std::memory_order_acquire)}) {
     if (shared && shared->release(p)) return;
   }

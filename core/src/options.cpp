@@ -276,6 +276,18 @@ std::optional<std::string> apply_arena_bytes(std::string_view v, Options& o) {
   return std::nullopt;
 }
 
+std::optional<std::string> apply_node_shm(std::string_view v, Options& o) {
+  const std::string s = to_lower(trim(v));
+  if (s == "unmapped") {
+    o.node_shm = NodeShm::kUnmapped;
+    return std::nullopt;
+  }
+  const auto b = parse_bool(s);
+  if (!b) return "expected on, off or unmapped";
+  o.node_shm = *b ? NodeShm::kOn : NodeShm::kOff;
+  return std::nullopt;
+}
+
 std::optional<std::string> apply_lineage_bytes(std::string_view v, Options& o) {
   return apply_size(v, o.lineage_bytes);
 }
@@ -335,7 +347,7 @@ std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
 }
 
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 30> kSpecs = {{
+constexpr std::array<OptionSpec, 31> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -390,9 +402,15 @@ constexpr std::array<OptionSpec, 30> kSpecs = {{
      apply_spill_queue},
     {"brisk-arena-bytes", "BRISK_ARENA_BYTES", "SIZE", "0", "expected 0 (automatic) or a size of at least 1M",
      "Registered memory per rank that peers pull large objects from; an object that does "
-     "not fit travels inside the message. 0 = 1G with ucx, 256M with mpi (Open MPI fills "
-     "the window at start, about 1 s per GiB).",
+     "not fit travels inside the message. 0 = 1G (committed as it is used), or 256M with "
+     "mpi and --brisk-node-shm=off (Open MPI fills that window at start, about 1 s per GiB).",
      apply_arena_bytes},
+    {"brisk-node-shm", "BRISK_NODE_SHM", "on|off|unmapped", "on", "expected on, off or unmapped",
+     "Ranks on one node map each other's arenas read-only: a task reads a brisk::Array made "
+     "on another rank of its node in place, and other objects with one copy. off: private "
+     "arenas, one-sided gets through the transport; unmapped: shared arenas that no rank "
+     "maps, so reads go through the transport as between nodes (to test that path).",
+     apply_node_shm},
     {"brisk-heartbeat-ms", "BRISK_HEARTBEAT_MS", "MS", "10",
      "expected an integer number of milliseconds from 1 to 60000",
      "How often a rank publishes its load to the control state.", apply_heartbeat_ms},

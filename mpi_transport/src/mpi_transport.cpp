@@ -59,6 +59,16 @@ struct MpiTransport::Impl {
 };
 
 StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(std::size_t window_bytes) {
+  return create_window(window_bytes, nullptr);
+}
+
+StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(std::span<std::byte> memory) {
+  if (memory.empty()) return invalid_argument("MpiTransport::create: no memory for the window");
+  return create_window(memory.size(), memory.data());
+}
+
+// `memory` null: MPI allocates the window.
+StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create_window(std::size_t window_bytes, std::byte* memory) {
   int provided = 0;
   MPI_Query_thread(&provided);
   if (provided < MPI_THREAD_MULTIPLE) return failed_precondition("MpiTransport needs MPI_THREAD_MULTIPLE");
@@ -71,8 +81,10 @@ StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(std::size_t window_
   MPI_Info_create(&info);
   MPI_Info_set(info, "accumulate_ordering", "none");
   MPI_Info_set(info, "same_disp_unit", "true");
-  void* base = nullptr;
-  int rc = MPI_Win_allocate(static_cast<MPI_Aint>(window_bytes), 1, info, impl->comm, &base, &impl->win);
+  void* base = memory;
+  const char* call = memory ? "MPI_Win_create" : "MPI_Win_allocate";
+  int rc = memory ? MPI_Win_create(memory, static_cast<MPI_Aint>(window_bytes), 1, info, impl->comm, &impl->win)
+                  : MPI_Win_allocate(static_cast<MPI_Aint>(window_bytes), 1, info, impl->comm, &base, &impl->win);
   MPI_Info_free(&info);
   // A window may fail on some ranks only (no one-sided path between some of them,
   // e.g. TCP between nodes with Open MPI's osc/rdma): then no rank uses one, and the
@@ -80,8 +92,8 @@ StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(std::size_t window_
   int ok = rc == MPI_SUCCESS ? 1 : 0, all_ok = 0;
   MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, impl->comm);
   if (!all_ok) {
-    impl->window_error = rc == MPI_SUCCESS ? std::string("MPI_Win_allocate failed on another rank")
-                                           : fmt::format("MPI_Win_allocate of {} bytes failed: {}", window_bytes, mpi_error(rc));
+    impl->window_error = rc == MPI_SUCCESS ? fmt::format("{} failed on another rank", call)
+                                           : fmt::format("{} of {} bytes failed: {}", call, window_bytes, mpi_error(rc));
     if (rc == MPI_SUCCESS) MPI_Win_free(&impl->win);
     impl->win = MPI_WIN_NULL;
     impl->bases.assign(static_cast<std::size_t>(impl->size), 0);

@@ -192,6 +192,10 @@ Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, 
   lost_seen_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size_));
   lost_queued_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size_));
   keep_specs_ = std::string_view(transport_.name()) == "ucx";
+  for (int r = 0; r < size_; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    if (r != self_.value && (i >= config_.peer_arenas.size() || config_.peer_arenas[i].empty())) readers_need_progress_ = true;
+  }
   transport_.set_failure_handler([this](Rank peer, const Status& why) { on_rank_lost(peer, why); });
 }
 
@@ -549,15 +553,16 @@ void Cluster::progress_main() {
     // Idle: yield rather than spin, so that a driver or worker sharing the core
     // (which polls the transport itself while it waits) gets it at once. Never nap
     // while this rank's one-sided reads are in flight or it holds bytes that others
-    // may read: here (Open MPI 4.1 over shared memory, UCX over TCP) a get moves
-    // only as both the reader and the holder poll.
+    // may read through the transport: here (Open MPI 4.1 over shared memory, UCX over
+    // TCP) a get moves only as both the reader and the holder poll. (Ranks that map
+    // this rank's arena read it without the holder.)
     // While every worker of this rank runs a task, the core belongs to them: the
     // scheduler shares a core between a yielding thread and a running one, so a
     // yielding progress thread would take about half of a worker's time. Sleep
     // briefly instead; a worker that runs out of work polls the transport itself.
     const bool workers_busy = local_.running() >= local_.workers();
     if (!workers_busy && (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0 ||
-                          exported_.load(std::memory_order_relaxed) > 0)) {
+                          (readers_need_progress_ && exported_.load(std::memory_order_relaxed) > 0))) {
       sched_yield();
       continue;
     }
@@ -2124,26 +2129,39 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
   fetched_bytes_.fetch_add(copy.length, std::memory_order_relaxed);
   fetches_in_flight_.fetch_add(1, std::memory_order_relaxed);
   const Rank holder = copy.region.owner;
-  if (holder == self_) {
-    // Our own exported copy (a task came back to the rank that holds its bytes).
+  if (holder == self_ && !readable_here(copy)) {
+    finish_fetch(o, internal_error(fmt::format("object {}: its copy lies outside this rank's arena", o->id().hex())));
+    return;
+  }
+  if (const std::byte* src = readable_here(copy)) {
+    // Our own exported copy (a task came back to the rank that holds its bytes), or
+    // one in the arena of a rank on this node, mapped here. Such a copy stays while
+    // this object lives: the owner frees held copies only when its object goes (and
+    // this one, proxy or owner, keeps it until then).
+    const bool shared = holder != self_;
+    if (shared) fetched_shared_.fetch_add(1, std::memory_order_relaxed);
     Status st;
     try {
-      if (copy.offset + copy.length > arena_.size()) throw SerializationError("copy outside the arena");
-      const std::byte* src = arena_.data() + copy.offset;
       if (copy.raw) {
-        std::byte* dst = nullptr;
-        {
-          detail::PrivateArrays private_arrays;  // copied into private memory (huge pages, cache)
-          dst = o->prepare_raw(copy.length, copy.count);
+        // A brisk::Array is read where it lies (this rank's own arena is not lent
+        // so: its blocks are freed into the arena, not borrowed).
+        if (shared && o->adopt_raw(src, copy.length, copy.count)) {
+          borrowed_.fetch_add(1, std::memory_order_relaxed);
+        } else {
+          std::byte* dst = nullptr;
+          {
+            detail::PrivateArrays private_arrays;  // copied into private memory (huge pages, cache)
+            dst = o->prepare_raw(copy.length, copy.count);
+          }
+          if (copy.length) std::memcpy(dst, src, copy.length);
         }
-        if (copy.length) std::memcpy(dst, src, copy.length);
         o->commit_fetched();
       } else {
         Reader r(std::span<const std::byte>(src, copy.length));
         o->fill_remote(r);
       }
     } catch (const std::exception& e) {
-      st = internal_error(fmt::format("reading object {} from this rank's arena: {}", o->id().hex(), e.what()));
+      st = internal_error(fmt::format("reading object {} from the arena of rank {}: {}", o->id().hex(), holder.value, e.what()));
     }
     finish_fetch(o, st);
     return;
@@ -2202,6 +2220,20 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
     }
     finish_fetch(o, st);
   }
+}
+
+const std::byte* Cluster::readable_here(const RemoteCopy& copy) const noexcept {
+  const Rank holder = copy.region.owner;
+  std::span<const std::byte> arena;
+  if (holder == self_) {
+    arena = arena_;
+  } else if (holder.value >= 0 && static_cast<std::size_t>(holder.value) < config_.peer_arenas.size()) {
+    arena = config_.peer_arenas[static_cast<std::size_t>(holder.value)];
+  }
+  if (arena.empty() || copy.offset > arena.size() || copy.length > arena.size() - copy.offset) {
+    return nullptr;  // a copy outside a peer's arena goes to the transport, which refuses it
+  }
+  return arena.data() + copy.offset;
 }
 
 void Cluster::retry_pull(ObjectState* o) {
@@ -2531,6 +2563,12 @@ ClusterStats Cluster::stats() const {
   s.results_received = results_received_.load();
   s.fetches = fetches_.load();
   s.fetched_bytes = fetched_bytes_.load();
+  s.fetched_shared = fetched_shared_.load();
+  s.borrowed = borrowed_.load();
+  for (int r = 0; r < size_; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    s.node_peers += r != self_.value && i < config_.peer_arenas.size() && !config_.peer_arenas[i].empty();
+  }
   s.malformed = malformed_.load();
   s.tasks_replayed = tasks_replayed_.load();
   s.objects_rebuilt = objects_rebuilt_.load();

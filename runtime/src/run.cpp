@@ -11,6 +11,7 @@
 #include <atomic>
 #include <thread>
 
+#include "brisk/core/array.hpp"
 #include "brisk/core/checkpoint.hpp"
 #include "brisk/core/function_registry.hpp"
 #include "brisk/core/options.hpp"
@@ -24,6 +25,7 @@
 #include "brisk/runtime/control_plane.hpp"
 #include "brisk/runtime/data_plane.hpp"
 #include "brisk/runtime/fault_inject.hpp"
+#include "brisk/runtime/node_arena.hpp"
 #include "brisk/runtime/node_runtime.hpp"
 #include "brisk/scheduler/local_scheduler.hpp"
 #include "brisk/scheduler/roles.hpp"
@@ -65,18 +67,61 @@ class MappedArena {
 
 // The transport and the arena it exposes.
 struct Wire {
+  std::unique_ptr<NodeArena> node;  // the arena's memory, when the node's ranks share it
   std::unique_ptr<Transport> transport;
   std::unique_ptr<MappedArena> mapped;
   std::span<std::byte> arena;
   std::unique_ptr<MemoryRegistration> registration;
   std::function<void()> barrier;
+  std::vector<std::span<const std::byte>> peer_arenas;  // by rank; empty where not mapped
 };
 
-StatusOr<Wire> make_wire(const Options& options, const Topology& topology) {
+std::size_t arena_bytes_of(const Options& options) {
+  // MPI_Win_allocate (mpi without a shared arena) touches every page of the window.
+  const bool filled = options.transport == TransportKind::kMpi && options.node_shm == NodeShm::kOff;
+  return options.arena_bytes ? options.arena_bytes : filled ? (std::size_t{256} << 20) : (std::size_t{1} << 30);
+}
+
+// --brisk-node-shm: every rank makes its arena in shared memory and maps those of the
+// ranks on its host (collective; `unmapped`: maps none). When any rank cannot make one, no rank uses one
+// (the MPI window must be made the same way on every rank).
+std::unique_ptr<NodeArena> share_arenas(const Options& options, const std::string& host, MpiEnvironment& mpi,
+                                        std::vector<std::span<const std::byte>>& peers) {
+  std::unique_ptr<NodeArena> arena;
+  std::string why;
+  if (auto a = NodeArena::create(arena_bytes_of(options), host); a.ok()) {
+    arena = std::move(a).value();
+  } else {
+    why = a.status().message();
+  }
+  Writer w;
+  w(arena ? arena->description() : NodeArena::Description{}, why);
+  const auto all = mpi.allgather(w.bytes());
+  std::vector<NodeArena::Description> described(all.size());
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    Reader rd(all[r]);
+    std::string reason;
+    rd(described[r], reason);
+    if (described[r].bytes == 0) {
+      if (mpi.rank() == 0) {
+        std::fprintf(stderr, "brisk: warning: rank %zu has no shared arena (%s); ranks of a node read each other's "
+                     "objects through the transport\n", r, reason.c_str());
+      }
+      return nullptr;
+    }
+  }
+  peers.assign(all.size(), {});
+  if (options.node_shm == NodeShm::kUnmapped) return arena;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (static_cast<int>(r) != mpi.rank()) peers[r] = arena->map_peer(described[r]);
+  }
+  return arena;
+}
+
+StatusOr<Wire> make_wire(const Options& options, const Topology& topology, MpiEnvironment& mpi) {
   Wire w;
-  const std::size_t arena_bytes = options.arena_bytes ? options.arena_bytes
-                                  : options.transport == TransportKind::kUcx ? (std::size_t{1} << 30)
-                                                                             : (std::size_t{256} << 20);
+  const std::size_t arena_bytes = arena_bytes_of(options);
+  if (options.node_shm != NodeShm::kOff) w.node = share_arenas(options, topology.hostname(), mpi, w.peer_arenas);
   if (options.transport == TransportKind::kUcx) {
 #if BRISK_HAVE_UCX
     auto t = UcxTransport::create();
@@ -84,14 +129,18 @@ StatusOr<Wire> make_wire(const Options& options, const Topology& topology) {
     UcxTransport* ucx = t->get();
     w.barrier = [ucx] { ucx->barrier(); };
     w.transport = std::move(t).value();
-    w.mapped = std::make_unique<MappedArena>(arena_bytes);
-    w.arena = w.mapped->span();
+    if (w.node) {
+      w.arena = w.node->memory();
+    } else {
+      w.mapped = std::make_unique<MappedArena>(arena_bytes);
+      w.arena = w.mapped->span();
+    }
     if (w.arena.empty()) return resource_exhausted(fmt::format("cannot map an arena of {} bytes", arena_bytes));
 #else
     return failed_precondition("--brisk-transport=ucx: this brisk was built without UCX (BRISK_ENABLE_UCX)");
 #endif
   } else {
-    auto t = MpiTransport::create(arena_bytes);
+    auto t = w.node ? MpiTransport::create(w.node->memory()) : MpiTransport::create(arena_bytes);
     if (!t.ok()) return t.status();
     MpiTransport* mpi = t->get();
     w.barrier = [mpi] { mpi->barrier(); };
@@ -257,7 +306,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   std::unique_ptr<Cluster> cluster;
   Wire wire;
   if (size > 1) {
-    auto w = make_wire(options, *topology);
+    auto w = make_wire(options, *topology, *mpi);
     if (!w.ok()) {
       std::fprintf(stderr, "brisk: rank %d: cannot start the %s transport: %s\n", rank, transport_name,
                    w.status().message().c_str());
@@ -265,6 +314,14 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     }
     wire = std::move(w).value();
     cc.inline_bytes = options.inline_bytes;
+    cc.peer_arenas = wire.peer_arenas;
+    {
+      std::vector<std::pair<const void*, std::size_t>> borrowed;
+      for (const auto& v : wire.peer_arenas) {
+        if (!v.empty()) borrowed.emplace_back(v.data(), v.size());
+      }
+      set_borrowed_memory(std::move(borrowed));  // arrays read in place there free nothing
+    }
     cc.spill_queue = options.spill_queue > 0 ? options.spill_queue : 2 * node.workers();
     cc.heartbeat = std::chrono::milliseconds(options.heartbeat_ms);
     cc.spin = options.idle == IdleMode::kSleep ? std::chrono::nanoseconds(0) : std::chrono::nanoseconds(options.spin);
@@ -471,6 +528,8 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     node.context().distributed = nullptr;
     cluster.reset();
     wire.transport.reset();
+    wire.node.reset();
+    set_borrowed_memory({});
   }
   set_abort_hook(nullptr);
   return exit_code;

@@ -1,8 +1,12 @@
 #include "brisk/core/array.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
+#include <cstring>
 #include <vector>
+
+#include "brisk/core/detail/object.hpp"
 
 namespace brisk {
 namespace {
@@ -53,6 +57,50 @@ TEST(Array, RejectsALengthLargerThanItsBytes) {
   EXPECT_THROW(from_bytes<Array<std::uint64_t>>(bytes), SerializationError);
   std::vector<std::byte> huge(8, std::byte{0xff});
   EXPECT_THROW(from_bytes<Array<std::uint64_t>>(huge), SerializationError);
+}
+
+// Another rank's arena, as the runtime maps it: read-only memory this process did not
+// allocate. A view over it reads it in place and frees nothing (freeing it would
+// hand a foreign pointer to the cache of blocks).
+TEST(Array, ABorrowedViewReadsMemoryItDoesNotOwnAndFreesNothing) {
+  const std::size_t n = std::size_t{1} << 20;  // a size the cache keeps when freed
+  void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(p, MAP_FAILED);
+  std::memset(p, 7, n);
+  ASSERT_EQ(mprotect(p, n, PROT_READ), 0);
+  detail::set_borrowed_memory({{p, n}});
+  const auto* bytes = static_cast<const std::uint8_t*>(p);
+  const std::size_t cached = detail::array_cache_bytes();
+  {
+    auto view = Array<std::uint8_t>::borrowed_view(bytes, n);
+    EXPECT_EQ(view.data(), bytes);
+    EXPECT_EQ(view[n - 1], 7);
+    Array<std::uint8_t> copy(view);  // an ordinary array, in memory of its own
+    EXPECT_NE(copy.data(), view.data());
+    copy[0] = 1;
+    EXPECT_EQ(view[0], 7);
+    Array<std::uint8_t> moved(std::move(view));
+    EXPECT_EQ(moved.data(), bytes);
+  }
+  // Only the copy's block went to the cache.
+  EXPECT_EQ(detail::array_cache_bytes(), cached + n);
+
+  // The runtime's zero-copy fill: only types that can be views take it, and only
+  // where the elements are aligned.
+  {
+    detail::TypedObject<Array<std::uint8_t>> array{ObjectId{}};
+    ASSERT_TRUE(array.adopt_raw(static_cast<const std::byte*>(p), n, n));
+    EXPECT_EQ(array.value().data(), bytes);
+    array.abort_fetch();
+    detail::TypedObject<Array<double>> doubles{ObjectId{}};
+    EXPECT_FALSE(doubles.adopt_raw(static_cast<const std::byte*>(p) + 4, 8, 1));
+    EXPECT_THROW(doubles.adopt_raw(static_cast<const std::byte*>(p), 12, 1), SerializationError);
+    detail::TypedObject<std::vector<std::uint8_t>> vector{ObjectId{}};
+    EXPECT_FALSE(vector.adopt_raw(static_cast<const std::byte*>(p), n, n));
+  }
+  EXPECT_EQ(detail::array_cache_bytes(), cached + n);
+  detail::set_borrowed_memory({});
+  munmap(p, n);
 }
 
 }  // namespace

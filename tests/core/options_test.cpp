@@ -88,6 +88,16 @@ TEST(OptionsTest, Idle) {
             "invalid value 'fast' for --brisk-idle: expected one of spin, backoff, sleep");
 }
 
+TEST(OptionsTest, NodeShm) {
+  EXPECT_EQ(parse({}).value().options.node_shm, NodeShm::kOn);
+  EXPECT_EQ(parse_ok({"--brisk-node-shm=off"}).node_shm, NodeShm::kOff);
+  EXPECT_EQ(parse_ok({"--brisk-node-shm", "ON"}).node_shm, NodeShm::kOn);
+  EXPECT_EQ(parse_ok({"--brisk-node-shm=unmapped"}).node_shm, NodeShm::kUnmapped);
+  EXPECT_EQ(parse_ok({}, Env{{"BRISK_NODE_SHM", "0"}}).node_shm, NodeShm::kOff);
+  EXPECT_EQ(parse_error({"--brisk-node-shm=maybe"}),
+            "invalid value 'maybe' for --brisk-node-shm: expected on, off or unmapped");
+}
+
 TEST(OptionsTest, SpinMicroseconds) {
   EXPECT_EQ(parse_ok({"--brisk-spin-us=0"}).spin, std::chrono::microseconds(0));
   EXPECT_EQ(parse_ok({"--brisk-spin-us", "250"}).spin, std::chrono::microseconds(250));

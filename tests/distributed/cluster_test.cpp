@@ -94,12 +94,37 @@ brisk::Array<double> ramp(std::uint64_t n) {
 }
 BRISK_REMOTE(ramp);
 
+brisk::Array<double> make_zeros(std::uint64_t n) { return brisk::Array<double>(n); }
+BRISK_REMOTE(make_zeros);
+
 double sum_array(const brisk::Array<double>& a) {
   double s = 0;
   for (double x : a) s += x;
   return s;
 }
 BRISK_REMOTE(sum_array);
+
+// Sums the array a Ref names, sleeps, and sums it again: the two sums, which must be
+// equal however the array's maker reuses its memory meanwhile.
+std::vector<double> sum_twice(brisk::Ref<brisk::Array<double>> ref, int ms) {
+  const double first = sum_array(brisk::get(ref));
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  return {first, sum_array(brisk::get(ref))};
+}
+BRISK_REMOTE(sum_twice);
+
+struct NodeCounts {
+  std::uint64_t fetches, fetched_shared, borrowed, node_peers;
+  template <class A>
+  void serialize(A& ar) {
+    ar(fetches, fetched_shared, borrowed, node_peers);
+  }
+};
+NodeCounts node_counts() {
+  const auto s = cluster().stats();
+  return {s.fetches, s.fetched_shared, s.borrowed, s.node_peers};
+}
+BRISK_REMOTE(node_counts);
 
 double widen(double x) { return x * 2; }
 BRISK_REMOTE(widen);
@@ -185,6 +210,51 @@ TEST(Cluster, ArraysCrossRanksWithoutZeroFill) {
     EXPECT_EQ(brisk::get(brisk::task(sum_array).resources(on(b)).remote(made)), expected) << n;
     EXPECT_EQ(brisk::get(made).size(), n);
   }
+  EXPECT_TRUE(all_released(20s));
+}
+
+// Ranks of one node (every rank here) read each other's arenas: an Array where it
+// lies, anything else with one copy, and never through the transport.
+TEST(Cluster, ObjectsOfOneNodeAreReadFromTheMakersArena) {
+  const int a = 0, b = ranks() - 1;
+  if (b == a) GTEST_SKIP() << "needs two ranks";
+  const NodeCounts before = brisk::get(brisk::task(node_counts).resources(on(b)).remote());
+  if (before.node_peers == 0) GTEST_SKIP() << "no arena of this node is mapped (--brisk-node-shm=off or unmapped)";
+  EXPECT_EQ(before.node_peers, static_cast<std::uint64_t>(ranks() - 1));
+  const std::uint64_t n = 1 << 20;
+  auto array = brisk::task(ramp).resources(on(a)).remote(n);
+  EXPECT_EQ(brisk::get(brisk::task(sum_array).resources(on(b)).remote(array)),
+            0.25 * static_cast<double>(n) * static_cast<double>(n - 1));
+  auto bytes = brisk::task(make_bytes).resources(on(a)).remote(n, 4);
+  EXPECT_EQ(brisk::get(brisk::task(checksum).resources(on(b)).remote(bytes)), checksum(make_bytes(n, 4)));
+  const NodeCounts after = brisk::get(brisk::task(node_counts).resources(on(b)).remote());
+  EXPECT_EQ(after.fetches - before.fetches, 2u);
+  EXPECT_EQ(after.fetched_shared - before.fetched_shared, 2u) << "both read from rank 0's arena";
+  EXPECT_EQ(after.borrowed - before.borrowed, 1u) << "the Array in place, the vector copied";
+  array = {};
+  bytes = {};
+  EXPECT_TRUE(all_released(20s));
+}
+
+// An Array read where it lies on another rank stays as it was while that rank still
+// refers to it, though its maker dropped its own Ref and made more arrays since
+// (which would take its memory, were it freed early).
+TEST(Cluster, AnArrayReadInPlaceStaysWhileReferenced) {
+  const int a = 0, b = ranks() - 1;
+  if (b == a) GTEST_SKIP() << "needs two ranks";
+  const std::uint64_t n = 1 << 20;
+  const double expected = 0.25 * static_cast<double>(n) * static_cast<double>(n - 1);
+  auto made = brisk::task(ramp).resources(on(a)).remote(n);
+  brisk::wait(std::vector<brisk::Ref<brisk::Array<double>>>{made});
+  auto sums = brisk::task(sum_twice).resources(on(b)).remote(made, 400);
+  made = {};
+  std::this_thread::sleep_for(100ms);  // the reader has it by now
+  std::vector<brisk::Ref<brisk::Array<double>>> others;
+  for (int i = 0; i < 4; ++i) others.push_back(brisk::task(make_zeros).resources(on(a)).remote(n));
+  brisk::wait(others);
+  EXPECT_EQ(brisk::get(sums), (std::vector<double>{expected, expected}));
+  others.clear();
+  sums = {};
   EXPECT_TRUE(all_released(20s));
 }
 

@@ -62,6 +62,11 @@ class SharedMemory {
 // Installs `memory` (nullptr: none). The previous one must stay valid for arrays it
 // still holds, and recognise their release.
 void set_shared_memory(SharedMemory* memory) noexcept;
+// Memory that other ranks of the node share read-only with this one (their arenas,
+// mapped by the runtime): an Array made over it by Array::borrowed_view frees nothing.
+// `ranges` replaces the previous set (empty: none); the runtime sets it before any
+// such array exists and clears it once none is left.
+void set_borrowed_memory(std::vector<std::pair<const void*, std::size_t>> ranges);
 // While one exists on a thread, its arrays use private memory (the destinations of
 // pulls: huge pages and the cache beat the registered arena there).
 class PrivateArrays {
@@ -103,6 +108,17 @@ class Array {
   static Array for_overwrite(std::size_t n) {
     Array a;
     a.data_ = allocate(n);
+    a.size_ = n;
+    return a;
+  }
+
+  // For the runtime: n elements that lie in read-only memory registered with
+  // detail::set_borrowed_memory (another rank's arena), which outlives the array.
+  // Nothing is copied and nothing is freed; writing through data() faults. Copies of
+  // it are ordinary arrays.
+  static Array borrowed_view(const T* p, std::size_t n) noexcept {
+    Array a;
+    a.data_ = const_cast<T*>(p);
     a.size_ = n;
     return a;
   }

@@ -33,6 +33,14 @@ enum class TransportKind {
   kUcx,  // "ucx": UCX active messages and ucp_get_nbx; reports dead peers.
 };
 
+// How the ranks of one node share their arenas (the memory objects are read from).
+enum class NodeShm {
+  kOn,        // "on": shared memory, mapped read-only by the node's other ranks.
+  kOff,       // "off": private memory (the MPI window is allocated by MPI).
+  kUnmapped,  // "unmapped": shared memory that no rank maps: every read goes through
+              // the transport, as between nodes (tests that path on one node).
+};
+
 // Options
 //
 // The runtime's configuration. Zero or empty values mean "choose automatically",
@@ -85,9 +93,15 @@ struct Options {
   int spill_queue = 0;
   // --brisk-arena-bytes / BRISK_ARENA_BYTES: registered memory per rank from which
   // peers pull objects larger than the inline size (an object that does not fit
-  // travels inside the message instead); 0 = 1 GiB with ucx (virtual memory), 256 MiB
-  // with mpi (Open MPI fills the window's pages at start, about 1 s per GiB).
+  // travels inside the message instead); 0 = 1 GiB (virtual memory, committed as it
+  // is used), or 256 MiB with mpi and --brisk-node-shm=off (Open MPI then allocates
+  // the window and fills its pages at start, about 1 s per GiB).
   std::size_t arena_bytes = 0;
+  // --brisk-node-shm / BRISK_NODE_SHM: each rank's arena is shared memory that the
+  // other ranks on its node map read-only, so a task reads a brisk::Array made on
+  // another rank of its node where it lies (no copy) and other objects with one
+  // memcpy; off: every read from another rank is a one-sided get.
+  NodeShm node_shm = NodeShm::kOn;
   // --brisk-heartbeat-ms / BRISK_HEARTBEAT_MS: how often a rank publishes its load
   // to the control state.
   int heartbeat_ms = 10;

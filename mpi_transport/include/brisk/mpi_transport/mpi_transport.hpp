@@ -6,7 +6,8 @@
 // (not a dynamic window: Open MPI 4.1 reads the wrong address with MPI_Rget on
 // dynamic windows, and osc/ucx allows only 32 attached regions) and opened once
 // with MPI_Win_lock_all(MPI_MODE_NOCHECK) (without NOCHECK every lock costs a
-// remote atomic). Only memory inside window() can be registered.
+// remote atomic); or, over memory the caller allocated, with MPI_Win_create. Only
+// memory inside window() can be registered.
 //
 // MPI gives survivors no notice of a dead rank, so the failure handler never runs:
 // a dead rank ends the job (see the fault-tolerance notes in docs/).
@@ -27,6 +28,9 @@ namespace brisk {
 class MpiTransport final : public Transport {
  public:
   static StatusOr<std::unique_ptr<MpiTransport>> create(std::size_t window_bytes);
+  // The same over memory the caller provides and keeps until the transport is gone
+  // (the window is made with MPI_Win_create; brisk passes its node-shared arena).
+  static StatusOr<std::unique_ptr<MpiTransport>> create(std::span<std::byte> memory);
   ~MpiTransport() override;
 
   Rank rank() const noexcept override;
@@ -52,6 +56,7 @@ class MpiTransport final : public Transport {
 
  private:
   explicit MpiTransport(std::unique_ptr<Impl> impl);
+  static StatusOr<std::unique_ptr<MpiTransport>> create_window(std::size_t window_bytes, std::byte* memory);
   std::unique_ptr<Impl> impl_;
 };
 

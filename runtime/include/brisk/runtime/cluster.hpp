@@ -62,6 +62,9 @@ struct ClusterStats {
   std::uint64_t results_received = 0;
   std::uint64_t fetches = 0;          // one-sided pulls started
   std::uint64_t fetched_bytes = 0;
+  std::uint64_t fetched_shared = 0;   // of the pulls, those read from a node peer's mapped arena
+  std::uint64_t borrowed = 0;         // of those, values read where they lie (no copy)
+  std::size_t node_peers = 0;         // other ranks whose arenas this rank maps
   std::uint64_t malformed = 0;        // messages dropped as malformed
   std::uint64_t tasks_replayed = 0;   // tasks sent again because their rank died
   std::uint64_t objects_rebuilt = 0;  // results made again from lineage after their holder died
@@ -107,6 +110,9 @@ class Cluster final : public detail::Executor,
     // the job. Unset: nothing is checked.
     std::chrono::milliseconds fatal_timeout{10000};
     std::function<void(const std::string&)> fatal;
+    // The arenas of the other ranks on this node, mapped read-only (index = rank;
+    // empty where not mapped): objects they hold are read from there, not pulled.
+    std::vector<std::span<const std::byte>> peer_arenas;
   };
 
   // `arena` is registered with `transport` through `arena_registration`; a null
@@ -309,6 +315,9 @@ class Cluster final : public detail::Executor,
                  std::shared_ptr<const ErrorInfo> lost) noexcept;
   // Starts the pull of `copy` into `object` (after `fetching` was set).
   void start_pull(detail::ObjectState* object, const detail::RemoteCopy& copy);
+  // The bytes of `copy` where this rank can read them directly (its own arena, or a
+  // node peer's mapped one), or nullptr.
+  const std::byte* readable_here(const detail::RemoteCopy& copy) const noexcept;
   // A pull failed because its holder died: ends it and relocates the object.
   void retry_pull(detail::ObjectState* object);
   void keep_lineage(ObjectId id, detail::TaskBase* task);
@@ -379,6 +388,7 @@ class Cluster final : public detail::Executor,
   ArenaAllocator arena_alloc_;
   ArenaMemory* shared_memory_ = nullptr;  // Array storage in the arena (never deleted)
   std::atomic<std::int64_t> exported_{0};  // objects others may pull from this rank now
+  bool readers_need_progress_ = false;      // some rank reads this one's arena through the transport
   std::unique_ptr<ControlPlane> control_;
 
   std::vector<std::unique_ptr<Outbox>> outboxes_;
@@ -447,7 +457,8 @@ class Cluster final : public detail::Executor,
 
   std::atomic<std::uint64_t> tasks_sent_{0}, tasks_received_{0}, tasks_placed_{0}, results_received_{0},
       fetches_{0}, fetched_bytes_{0}, malformed_{0}, frames_sent_{0}, tasks_replayed_{0},
-      objects_rebuilt_{0}, objects_lost_{0}, lineage_cut_{0}, lineage_checkpointed_{0}, objects_restored_{0};
+      objects_rebuilt_{0}, objects_lost_{0}, lineage_cut_{0}, lineage_checkpointed_{0}, objects_restored_{0},
+      fetched_shared_{0}, borrowed_{0};
 };
 
 }  // namespace brisk

@@ -148,6 +148,11 @@ class ObjectState {
   // Constructs a default value and returns where `count` elements of `length`
   // bytes go (raw fast path only); the value is resident after finish_raw_fill.
   virtual std::byte* prepare_raw(std::size_t /*length*/, std::size_t /*count*/) { return nullptr; }
+  // The zero-copy form of prepare_raw, for types that can be a view of memory they do
+  // not own (brisk::Array over another rank's arena on this node, which must outlive
+  // the value): constructs the value over `data` and returns true, or returns false
+  // (the type cannot, or `data` is misaligned for its elements) and constructs nothing.
+  virtual bool adopt_raw(const std::byte* /*data*/, std::size_t /*length*/, std::size_t /*count*/) { return false; }
 
   // Readers must pin() before touching the value: large ones (the store may
   // spill them) and remote ones (they have to be fetched first).
@@ -259,6 +264,26 @@ class TypedObject final : public ObjectState {
       throw SerializationError("brisk: raw bytes for an object that has no raw form");
     }
   }
+
+  bool adopt_raw(const std::byte* data, std::size_t length, std::size_t count) override {
+    if constexpr (kBorrows) {
+      using E = typename T::value_type;
+      if (length != count * sizeof(E)) throw SerializationError("brisk: raw object bytes do not match its element count");
+      if (reinterpret_cast<std::uintptr_t>(data) % alignof(E) != 0) return false;
+      ::new (static_cast<void*>(&storage_)) T(T::borrowed_view(reinterpret_cast<const E*>(data), count));
+      return true;
+    } else {
+      (void)data;
+      (void)length;
+      (void)count;
+      return false;
+    }
+  }
+
+  // Types that can be a read-only view of memory they do not own (brisk::Array).
+  static constexpr bool kBorrows = requires(const typename T::value_type* p, std::size_t n) {
+    { T::borrowed_view(p, n) } -> std::same_as<T>;
+  };
 
   // Types whose storage a pull may write into before any element is initialized.
   static constexpr bool kUninitialized = requires(std::size_t n) {

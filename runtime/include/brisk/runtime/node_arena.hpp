@@ -1,0 +1,71 @@
+// brisk/runtime/node_arena.hpp — a rank's arena in memory the ranks of its node share.
+//
+// The arena (the memory a rank registers with its transport and lends objects from)
+// is an anonymous shared-memory file (memfd). The other ranks on the same host open
+// it through /proc/<pid>/fd/<fd> and map it read-only, so a task there reads an
+// object made on this rank where it lies, with no transfer. Nothing is left behind:
+// the file goes with the last process that maps it, also when ranks are killed.
+//
+// A peer's description is checked against the file it opens (device, inode and
+// size), so ranks of one host in different process namespaces (containers), where
+// the pid names another process, simply get no view and use the transport.
+//
+// Thread safety: create and map_peer at start, from one thread; views are read
+// from any thread afterwards.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "brisk/core/status.hpp"
+
+namespace brisk {
+
+class NodeArena {
+ public:
+  // What another rank needs to map this arena (sent to every rank at start).
+  struct Description {
+    std::string host;
+    std::int64_t pid = 0;
+    std::int32_t fd = -1;
+    std::uint64_t device = 0;
+    std::uint64_t inode = 0;
+    std::uint64_t bytes = 0;
+
+    template <class A>
+    void serialize(A& ar) {
+      ar(host, pid, fd, device, inode, bytes);
+    }
+  };
+
+  // `bytes` of shared memory, committed as it is touched. kResourceExhausted when
+  // the system refuses the file or the mapping.
+  static StatusOr<std::unique_ptr<NodeArena>> create(std::size_t bytes, std::string host);
+  ~NodeArena();
+  NodeArena(const NodeArena&) = delete;
+  NodeArena& operator=(const NodeArena&) = delete;
+
+  std::span<std::byte> memory() const noexcept { return {base_, bytes_}; }
+  const Description& description() const noexcept { return description_; }
+
+  // Maps the arena `peer` describes, read-only, when it is on this host and its file
+  // is the one described; otherwise returns an empty span (not an error: such a peer
+  // is read through the transport). Views stay valid until this arena is destroyed,
+  // also after the peer's process ends.
+  std::span<const std::byte> map_peer(const Description& peer);
+
+ private:
+  NodeArena(std::byte* base, std::size_t bytes, int fd, Description d)
+      : base_(base), bytes_(bytes), fd_(fd), description_(std::move(d)) {}
+  std::byte* base_;
+  std::size_t bytes_;
+  int fd_;
+  Description description_;
+  std::vector<std::span<const std::byte>> views_;
+};
+
+}  // namespace brisk

@@ -1,0 +1,64 @@
+#include "brisk/runtime/node_arena.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace brisk {
+
+StatusOr<std::unique_ptr<NodeArena>> NodeArena::create(std::size_t bytes, std::string host) {
+  const int fd = memfd_create("brisk-arena", MFD_CLOEXEC);
+  if (fd < 0) return resource_exhausted(fmt::format("memfd_create for the arena: {}", std::strerror(errno)));
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int e = errno;
+    close(fd);
+    return resource_exhausted(fmt::format("sizing the arena's shared memory to {} bytes: {}", bytes, std::strerror(e)));
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+  if (p == MAP_FAILED) {
+    const int e = errno;
+    close(fd);
+    return resource_exhausted(fmt::format("mapping {} bytes of shared memory for the arena: {}", bytes, std::strerror(e)));
+  }
+  struct stat st {};
+  fstat(fd, &st);
+  Description d;
+  d.host = std::move(host);
+  d.pid = static_cast<std::int64_t>(getpid());
+  d.fd = fd;
+  d.device = static_cast<std::uint64_t>(st.st_dev);
+  d.inode = static_cast<std::uint64_t>(st.st_ino);
+  d.bytes = bytes;
+  return std::unique_ptr<NodeArena>(new NodeArena(static_cast<std::byte*>(p), bytes, fd, std::move(d)));
+}
+
+NodeArena::~NodeArena() {
+  for (const auto& v : views_) munmap(const_cast<std::byte*>(v.data()), v.size());
+  munmap(base_, bytes_);
+  close(fd_);
+}
+
+std::span<const std::byte> NodeArena::map_peer(const Description& peer) {
+  if (peer.host != description_.host || peer.pid <= 0 || peer.fd < 0 || peer.bytes == 0) return {};
+  if (peer.pid == description_.pid && peer.inode == description_.inode) return {base_, bytes_};
+  const std::string path = fmt::format("/proc/{}/fd/{}", peer.pid, peer.fd);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  struct stat st {};
+  const bool same = fstat(fd, &st) == 0 && static_cast<std::uint64_t>(st.st_dev) == peer.device &&
+                    static_cast<std::uint64_t>(st.st_ino) == peer.inode &&
+                    static_cast<std::uint64_t>(st.st_size) == peer.bytes;
+  void* p = same ? mmap(nullptr, peer.bytes, PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0) : MAP_FAILED;
+  close(fd);  // the mapping keeps the file
+  if (p == MAP_FAILED) return {};
+  views_.emplace_back(static_cast<const std::byte*>(p), peer.bytes);
+  return views_.back();
+}
+
+}  // namespace brisk
