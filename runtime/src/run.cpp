@@ -112,8 +112,26 @@ std::unique_ptr<NodeArena> share_arenas(const Options& options, const std::strin
   }
   peers.assign(all.size(), {});
   if (options.node_shm == NodeShm::kUnmapped) return arena;
+  std::vector<std::uint8_t> mapped(all.size(), 0);
   for (std::size_t r = 0; r < all.size(); ++r) {
-    if (static_cast<int>(r) != mpi.rank()) peers[r] = arena->map_peer(described[r]);
+    if (static_cast<int>(r) == mpi.rank()) continue;
+    peers[r] = arena->map_peer(described[r]);
+    mapped[r] = !peers[r].empty();
+  }
+  // A pair of ranks uses views only where each maps the other, so that a rank's own
+  // list tells it who reads its arena through the transport (it keeps polling for
+  // them; Cluster): where one side cannot map the other (another process namespace,
+  // a /proc it may not read), both read through the transport.
+  Writer m;
+  m(mapped);
+  const auto maps = mpi.allgather(m.bytes());
+  const auto me = static_cast<std::size_t>(mpi.rank());
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (peers[r].empty()) continue;
+    std::vector<std::uint8_t> theirs;
+    Reader rd(maps[r]);
+    rd(theirs);
+    if (me >= theirs.size() || !theirs[me]) peers[r] = {};  // the view stays mapped, unused
   }
   return arena;
 }
