@@ -344,6 +344,7 @@ void Cluster::fail_pending_on(Rank peer) {
         ++it;
       }
     }
+    awaited_.store(pending_.size(), std::memory_order_relaxed);
   }
   for (ObjectState* o : replayed_calls) o->release();
   tasks_replayed_.fetch_add(replay.size(), std::memory_order_relaxed);
@@ -555,13 +556,17 @@ void Cluster::progress_main() {
     // while this rank's one-sided reads are in flight or it holds bytes that others
     // may read through the transport: here (Open MPI 4.1 over shared memory, UCX over
     // TCP) a get moves only as both the reader and the holder poll. (Ranks that map
-    // this rank's arena read it without the holder.)
+    // this rank's arena read it without the holder.) Nor while results of tasks sent
+    // to other ranks are awaited: the thread that waits for one sleeps after a short
+    // spin, and a napping progress thread would leave the result unread for up to a
+    // nap.
     // While every worker of this rank runs a task, the core belongs to them: the
     // scheduler shares a core between a yielding thread and a running one, so a
     // yielding progress thread would take about half of a worker's time. Sleep
     // briefly instead; a worker that runs out of work polls the transport itself.
     const bool workers_busy = local_.running() >= local_.workers();
     if (!workers_busy && (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0 ||
+                          awaited_.load(std::memory_order_relaxed) > 0 ||
                           (readers_need_progress_ && exported_.load(std::memory_order_relaxed) > 0))) {
       sched_yield();
       continue;
@@ -886,6 +891,7 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
         p.actor_incarnation = call->incarnation;
       }
       pending_.emplace(id, std::move(p));
+      awaited_.store(pending_.size(), std::memory_order_relaxed);
     }
     handed = true;
     // Otherwise it goes now; lent references stay counted on their objects.
@@ -1206,6 +1212,7 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
     }
     p = it->second;
     pending_.erase(it);
+    awaited_.store(pending_.size(), std::memory_order_relaxed);
   }
   results_received_.fetch_add(1, std::memory_order_relaxed);
   if (p.lineage.executor != from) {
