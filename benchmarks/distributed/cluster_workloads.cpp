@@ -15,9 +15,13 @@
 //
 //   mpirun -np 2 --oversubscribe --bind-to none build/benchmarks/brisk_cluster_workloads
 //       [--brisk-transport=mpi|ucx] [--only=NAME] [--quick] [--object=vector|array]
+//       [--read=size]
 //
 // --quick: a tenth of the tasks and iterations, transfers up to 16 MiB.
 // --object: object_transfer moves only std::vector or only brisk::Array objects.
+// --read=size: object_transfer's reading task reads only the object's size, not
+//   every byte (the time is then the task's and the transfer's alone; an Array read
+//   in place on the maker's node then moves nothing).
 //
 // The raw figures are measured in main, before brisk::run: this program initialises
 // MPI itself (brisk::run then neither initialises nor finalises it).
@@ -59,6 +63,7 @@ const std::string kWorkloads[] = {"remote_e2e", "object_transfer", "throughput",
 struct Settings {
   std::string only;
   std::string object;  // object_transfer: "vector" or "array" only ("": both)
+  bool read_bytes = true;  // object_transfer: the reading task reads every byte (else only the size)
   bool quick = false;
   bool help = false;  // --brisk-help: brisk::run prints the options; nothing is measured
   std::string transport = "mpi";  // as brisk reads it: the flag, else BRISK_TRANSPORT
@@ -73,6 +78,7 @@ Settings read_settings(int argc, char** argv) {
     if (a.rfind("--only=", 0) == 0) s.only = a.substr(7);
     if (a == "--quick") s.quick = true;
     if (a.rfind("--object=", 0) == 0) s.object = a.substr(9);
+    if (a == "--read=size") s.read_bytes = false;
     if (a == "--brisk-help") s.help = true;
     if (a.rfind("--brisk-transport=", 0) == 0) s.transport = a.substr(18);
     if (a == "--brisk-transport" && i + 1 < argc) s.transport = argv[i + 1];
@@ -469,14 +475,18 @@ BRISK_REMOTE(where);
 std::vector<std::uint8_t> make_bytes(std::uint64_t n) { return std::vector<std::uint8_t>(n, 1); }
 BRISK_REMOTE(make_bytes);
 
-std::uint64_t size_of(const std::vector<std::uint8_t>& v) { return read_all(v.data(), v.size()); }
+std::uint64_t sum_of(const std::vector<std::uint8_t>& v) { return read_all(v.data(), v.size()); }
+BRISK_REMOTE(sum_of);
+std::uint64_t size_of(const std::vector<std::uint8_t>& v) { return v.size(); }
 BRISK_REMOTE(size_of);
 
 // The same with brisk::Array, which a pull fills without zero-filling it first (and
 // which a rank of the same node reads where it lies, with --brisk-node-shm).
 brisk::Array<std::uint8_t> make_array(std::uint64_t n) { return brisk::Array<std::uint8_t>(n, 1); }
 BRISK_REMOTE(make_array);
-std::uint64_t array_size_of(const brisk::Array<std::uint8_t>& v) { return read_all(v.data(), v.size()); }
+std::uint64_t array_sum_of(const brisk::Array<std::uint8_t>& v) { return read_all(v.data(), v.size()); }
+BRISK_REMOTE(array_sum_of);
+std::uint64_t array_size_of(const brisk::Array<std::uint8_t>& v) { return v.size(); }
 BRISK_REMOTE(array_size_of);
 
 // The object type an object_transfer series moves.
@@ -485,13 +495,15 @@ struct Container;
 template <>
 struct Container<std::vector<std::uint8_t>> {
   static constexpr auto make = make_bytes;
-  static constexpr auto read = size_of;
+  static constexpr auto read = sum_of;
+  static constexpr auto size = size_of;
   static constexpr const char* name = "std::vector<uint8_t>";
 };
 template <>
 struct Container<brisk::Array<std::uint8_t>> {
   static constexpr auto make = make_array;
-  static constexpr auto read = array_size_of;
+  static constexpr auto read = array_sum_of;
+  static constexpr auto size = array_size_of;
   static constexpr const char* name = "brisk::Array<uint8_t>";
 };
 
@@ -621,9 +633,10 @@ void remote_e2e(const Job& job) {
       .emit();
 }
 
-// The median time of get(task on b reading `made`), one fresh object per repetition.
+// The median time of get(task on b reading `made`), one fresh object per repetition;
+// the task reads every byte, or (`all` false) only the size.
 template <class C>
-double read_us(Pair p, std::uint64_t bytes, int reps) {
+double read_us(Pair p, std::uint64_t bytes, int reps, bool all) {
   std::vector<double> times;
   for (int r = 0; r < reps; ++r) {
     auto made = brisk::task(Container<C>::make).resources(on(p.a)).remote(bytes);
@@ -633,7 +646,8 @@ double read_us(Pair p, std::uint64_t bytes, int reps) {
     // 1 ms), and the read would time the wake-up rather than the transfer.
     brisk::get(brisk::task(where).resources(on(p.b)).remote());
     const auto t0 = Clock::now();
-    const std::uint64_t n = brisk::get(brisk::task(Container<C>::read).resources(on(p.b)).remote(made));
+    const std::uint64_t n =
+        brisk::get(brisk::task(all ? Container<C>::read : Container<C>::size).resources(on(p.b)).remote(made));
     times.push_back(us_since(t0));
     if (n != bytes) {
       std::fprintf(stderr, "object_transfer: read %llu bytes of %llu\n", static_cast<unsigned long long>(n),
@@ -651,12 +665,13 @@ void object_transfer_of(const Job& job) {
   const bool quick = job.settings.quick;
   const auto sizes = transfer_sizes(quick);
   const bool ucx = job.settings.transport == "ucx";
-  read_us<C>(p, 0, 10);  // warm-up
-  const double round_trip = read_us<C>(p, 0, quick ? 20 : 100);
+  const bool all = job.settings.read_bytes;
+  read_us<C>(p, 0, 10, all);  // warm-up
+  const double round_trip = read_us<C>(p, 0, quick ? 20 : 100, all);
   for (std::size_t s = 0; s < sizes.size(); ++s) {
     const int reps = transfer_reps(sizes[s], quick);
     const auto before = counters_all();
-    const double read = read_us<C>(p, sizes[s], reps);
+    const double read = read_us<C>(p, sizes[s], reps, all);
     const auto after = counters_all();
     // Pulled one-sided by the reader, or carried inline in messages (small objects).
     const bool pulled = after[p.b].fetches > before[p.b].fetches;
@@ -680,6 +695,7 @@ void object_transfer_of(const Job& job) {
         .integer("reader", p.b)
         .integer("reps", reps)
         .text("path", path)
+        .text("task_reads", all ? "every byte" : "the size")
         .num("read_us", read)
         .num("round_trip_us", round_trip)
         .num("transfer_us", transfer)
