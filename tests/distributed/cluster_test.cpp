@@ -277,6 +277,20 @@ TEST(Cluster, HundredsOfMegabytes) {
   EXPECT_TRUE(all_released(30s));
 }
 
+// 256 MiB of Array: the reader's fresh pages are first touched as the bytes land.
+// Over ucx (TCP here) that get once kept the reader's progress thread in the
+// transport for 2.7 s, without heartbeats, and the reader was declared dead; the
+// ctest case runs it with a 1 s failure timeout.
+TEST(Cluster, HundredsOfMegabytesOfArray) {
+  const int a = 0, b = ranks() - 1;
+  const std::uint64_t n = (256ull << 20) / sizeof(double);
+  auto made = brisk::task(ramp).resources(on(a)).remote(n);
+  EXPECT_EQ(brisk::get(brisk::task(sum_array).resources(on(b)).remote(made)),
+            0.25 * static_cast<double>(n) * static_cast<double>(n - 1));
+  made = {};
+  EXPECT_TRUE(all_released(30s));
+}
+
 TEST(Cluster, PulledOncePerRankAndCachedWhileReferenced) {
   const int b = ranks() - 1;
   if (b == 0) GTEST_SKIP() << "needs two ranks";
