@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <vector>
 
 namespace brisk::detail {
@@ -38,22 +39,25 @@ std::atomic<SharedMemory*> g_shared{nullptr};
 std::atomic<SharedMemory*> g_retired{nullptr};  // the one before: its arrays may still be freed
 thread_local bool t_private = false;
 
-// The node's shared arenas (set_borrowed_memory). Replaced sets are kept, never
-// freed: a concurrent array_free may still be reading one.
-using Ranges = std::vector<std::pair<const void*, std::size_t>>;
-std::atomic<const Ranges*> g_borrowed{nullptr};
+// The node's shared arenas (add_borrowed_memory): a fixed table, filled once per
+// range and never shrunk, read without a lock.
+constexpr std::size_t kMaxBorrowed = 4096;
+struct BorrowedRange {
+  std::atomic<const std::byte*> base{nullptr};
+  std::atomic<std::size_t> bytes{0};
+};
+BorrowedRange g_borrowed[kMaxBorrowed];
+std::atomic<std::size_t> g_borrowed_count{0};
 
 bool borrowed(const void* p) noexcept {
-  const Ranges* ranges = g_borrowed.load(std::memory_order_acquire);
-  if (!ranges) return false;
   const auto* b = static_cast<const std::byte*>(p);
-  for (const auto& [base, bytes] : *ranges) {
-    const auto* start = static_cast<const std::byte*>(base);
-    if (b >= start && b < start + bytes) return true;
+  const std::size_t n = g_borrowed_count.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::byte* start = g_borrowed[i].base.load(std::memory_order_acquire);
+    if (start && b >= start && b < start + g_borrowed[i].bytes.load(std::memory_order_relaxed)) return true;
   }
   return false;
 }
-
 }  // namespace
 
 void set_shared_memory(SharedMemory* memory) noexcept {
@@ -61,16 +65,20 @@ void set_shared_memory(SharedMemory* memory) noexcept {
   if (old) g_retired.store(old, std::memory_order_release);
 }
 
-void set_borrowed_memory(std::vector<std::pair<const void*, std::size_t>> ranges) {
+void add_borrowed_memory(const void* base, std::size_t bytes) {
   static std::mutex mutex;
-  static auto* sets = new std::vector<std::unique_ptr<Ranges>>;  // every set made, kept (see above)
   std::lock_guard lock(mutex);
-  const Ranges* next = nullptr;
-  if (!ranges.empty()) {
-    sets->push_back(std::make_unique<Ranges>(std::move(ranges)));
-    next = sets->back().get();
-  }
-  g_borrowed.store(next, std::memory_order_release);
+  const std::size_t n = g_borrowed_count.load(std::memory_order_relaxed);
+  if (n == kMaxBorrowed) throw std::length_error("brisk: more than 4096 mapped arenas of other ranks");
+  g_borrowed[n].bytes.store(bytes, std::memory_order_relaxed);
+  g_borrowed[n].base.store(static_cast<const std::byte*>(base), std::memory_order_release);
+  g_borrowed_count.store(n + 1, std::memory_order_release);
+}
+
+bool array_memory_is_shared(const void* p) noexcept {
+  if (!p) return false;
+  if (SharedMemory* shared = g_shared.load(std::memory_order_acquire); shared && shared->contains(p)) return true;
+  return borrowed(p);
 }
 
 PrivateArrays::PrivateArrays() noexcept : previous_(t_private) { t_private = true; }

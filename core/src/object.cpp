@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include "brisk/core/array.hpp"
 #include "brisk/core/detail/context.hpp"
 #include "brisk/core/detail/distributed.hpp"
 #include "brisk/core/detail/object.hpp"
@@ -12,6 +13,14 @@ ObjectStore* store() noexcept {
   return ctx ? ctx->store : nullptr;
 }
 }  // namespace
+
+bool ObjectState::in_store_memory() const noexcept {
+  if (bytes_ < kMinSpillBytes) return false;
+  // An array in memory other ranks read in place (this rank's arena, bounded by its
+  // size, or another rank's arena mapped here) is not the store's to count or spill.
+  const RawView raw = raw_view();
+  return !(raw.data && array_memory_is_shared(raw.data));
+}
 
 void ObjectState::close() noexcept {
   WaiterNode* head = waiters_.exchange(closed(), std::memory_order_acq_rel);
@@ -40,7 +49,7 @@ void ObjectState::fill_remote(Reader& r) {
 
 void ObjectState::commit_fetched() {
   residency_.store(Residency::kMemory, std::memory_order_seq_cst);
-  if (bytes_ >= kMinSpillBytes) {
+  if (in_store_memory()) {
     if (ObjectStore* s = store()) {
       Status st = s->admit(this, bytes_);
       if (!st.ok()) {
@@ -55,7 +64,7 @@ void ObjectState::commit_fetched() {
 void ObjectState::complete_value_constructed(std::size_t bytes) noexcept {
   bytes_ = bytes;
   residency_.store(Residency::kMemory, std::memory_order_seq_cst);
-  if (bytes >= kMinSpillBytes) {
+  if (in_store_memory()) {
     if (ObjectStore* s = store()) {
       Status st = s->admit(this, bytes);
       if (!st.ok()) {

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <vector>
 
+#include "brisk/core/array.hpp"
 #include "brisk/core/detail/object.hpp"
 #include "brisk/core/serialize.hpp"
 
@@ -121,6 +122,9 @@ void ObjectStore::remove_locked(List& list, ObjectState* o) {
 }
 
 bool ObjectStore::spill_locked(ObjectState* o) {
+  // An array in memory that other ranks read in place (this rank's arena) stays: a
+  // spill would free its block under their reads, and not this process's memory.
+  if (const ObjectState::RawView raw = o->raw_view(); raw.data && detail::array_memory_is_shared(raw.data)) return false;
   // Claim the object unless a reader holds a pin (Dekker with ObjectState::pin).
   o->residency_.store(Residency::kSpilling, std::memory_order_seq_cst);
   if (o->pins_.load(std::memory_order_seq_cst) != 0) {

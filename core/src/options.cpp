@@ -402,8 +402,8 @@ constexpr std::array<OptionSpec, 31> kSpecs = {{
      apply_spill_queue},
     {"brisk-arena-bytes", "BRISK_ARENA_BYTES", "SIZE", "0", "expected 0 (automatic) or a size of at least 1M",
      "Registered memory per rank that peers pull large objects from; an object that does "
-     "not fit travels inside the message. 0 = 1G (committed as it is used), or 256M with "
-     "mpi and --brisk-node-shm=off (Open MPI fills that window at start, about 1 s per GiB).",
+     "not fit travels inside the message. 0 = 1G with ucx, 256M with mpi (MPI may commit "
+     "the whole window at start: Open MPI fills it with --brisk-node-shm=off, about 1 s per GiB).",
      apply_arena_bytes},
     {"brisk-node-shm", "BRISK_NODE_SHM", "on|off|unmapped", "on", "expected on, off or unmapped",
      "Ranks on one node map each other's arenas read-only: a task reads a brisk::Array made "

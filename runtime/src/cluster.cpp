@@ -70,6 +70,8 @@ const std::map<std::string, double> kNoDemand;
 
 // Arguments up to this size are pulled by the worker that runs the task (run_here).
 constexpr std::uint64_t kWorkerPullBytes = 4u << 20;
+// How long after sending a task away the progress thread stays awake for its result.
+constexpr auto kAwaitWindow = std::chrono::milliseconds(2);
 
 // The arena block that holds bytes at `offset` (blocks are 64-byte aligned).
 std::uint64_t block_of(std::uint64_t offset) { return offset & ~std::uint64_t{ArenaAllocator::kAlignment - 1}; }
@@ -472,9 +474,13 @@ class Cluster::ArenaMemory final : public detail::SharedMemory {
       return nullptr;
     }
   }
+  bool contains(const void* p) const noexcept override {
+    const auto* b = static_cast<const std::byte*>(p);
+    return b >= base_ && b < base_ + size_;
+  }
   bool release(void* p) noexcept override {
     auto* b = static_cast<std::byte*>(p);
-    if (b < base_ || b >= base_ + size_) return false;
+    if (!contains(b)) return false;
     if (ArenaAllocator* a = allocator_.load(std::memory_order_acquire)) a->free(static_cast<std::uint64_t>(b - base_));
     return true;
   }
@@ -557,16 +563,20 @@ void Cluster::progress_main() {
     // may read through the transport: here (Open MPI 4.1 over shared memory, UCX over
     // TCP) a get moves only as both the reader and the holder poll. (Ranks that map
     // this rank's arena read it without the holder.) Nor while results of tasks sent
-    // to other ranks are awaited: the thread that waits for one sleeps after a short
-    // spin, and a napping progress thread would leave the result unread for up to a
-    // nap.
+    // to other ranks are awaited, for kAwaitWindow after the last was sent: the thread
+    // that waits for one sleeps after a short spin, and a napping progress thread
+    // would leave a short task's result unread for up to a nap (a long task's result
+    // may wait for one).
     // While every worker of this rank runs a task, the core belongs to them: the
     // scheduler shares a core between a yielding thread and a running one, so a
     // yielding progress thread would take about half of a worker's time. Sleep
     // briefly instead; a worker that runs out of work polls the transport itself.
     const bool workers_busy = local_.running() >= local_.workers();
+    const bool awaiting = awaited_.load(std::memory_order_relaxed) > 0 &&
+                          now.time_since_epoch().count() - last_shipped_.load(std::memory_order_relaxed) <
+                              std::chrono::nanoseconds(kAwaitWindow).count();
     if (!workers_busy && (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0 ||
-                          awaited_.load(std::memory_order_relaxed) > 0 ||
+                          awaiting ||
                           (readers_need_progress_ && exported_.load(std::memory_order_relaxed) > 0))) {
       sched_yield();
       continue;
@@ -901,6 +911,7 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
       return;
     }
     tasks_sent_.fetch_add(1, std::memory_order_relaxed);
+    last_shipped_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
     if (for_placement && to == self_) {
       place(w.bytes());
     } else if (to == self_) {
@@ -2153,14 +2164,15 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
         // A brisk::Array is read where it lies (this rank's own arena is not lent
         // so: its blocks are freed into the arena, not borrowed).
         if (shared && o->adopt_raw(src, copy.length, copy.count)) {
-          borrowed_.fetch_add(1, std::memory_order_relaxed);
+          borrowed_.fetch_add(1, std::memory_order_relaxed);  // outside the store: other ranks' memory
         } else {
-          std::byte* dst = nullptr;
-          {
-            detail::PrivateArrays private_arrays;  // copied into private memory (huge pages, cache)
-            dst = o->prepare_raw(copy.length, copy.count);
+          // One copy, into private memory (huge pages, cache), with no zero-fill
+          // before it where the type allows.
+          detail::PrivateArrays private_arrays;
+          if (!o->copy_raw(src, copy.length, copy.count)) {
+            std::byte* dst = o->prepare_raw(copy.length, copy.count);
+            if (copy.length) std::memcpy(dst, src, copy.length);
           }
-          if (copy.length) std::memcpy(dst, src, copy.length);
         }
         o->commit_fetched();
       } else {

@@ -27,7 +27,12 @@ StatusOr<std::unique_ptr<NodeArena>> NodeArena::create(std::size_t bytes, std::s
     return resource_exhausted(fmt::format("mapping {} bytes of shared memory for the arena: {}", bytes, std::strerror(e)));
   }
   struct stat st {};
-  fstat(fd, &st);
+  if (fstat(fd, &st) != 0) {
+    const int e = errno;
+    munmap(p, bytes);
+    close(fd);
+    return resource_exhausted(fmt::format("fstat of the arena's shared memory: {}", std::strerror(e)));
+  }
   Description d;
   d.host = std::move(host);
   d.pid = static_cast<std::int64_t>(getpid());
@@ -35,11 +40,17 @@ StatusOr<std::unique_ptr<NodeArena>> NodeArena::create(std::size_t bytes, std::s
   d.device = static_cast<std::uint64_t>(st.st_dev);
   d.inode = static_cast<std::uint64_t>(st.st_ino);
   d.bytes = bytes;
-  return std::unique_ptr<NodeArena>(new NodeArena(static_cast<std::byte*>(p), bytes, fd, std::move(d)));
+  try {
+    return std::unique_ptr<NodeArena>(new NodeArena(static_cast<std::byte*>(p), bytes, fd, std::move(d)));
+  } catch (...) {
+    munmap(p, bytes);
+    close(fd);
+    throw;
+  }
 }
 
 NodeArena::~NodeArena() {
-  for (const auto& v : views_) munmap(const_cast<std::byte*>(v.data()), v.size());
+  // The views of other ranks' arenas stay: values read in place may outlive the run.
   munmap(base_, bytes_);
   close(fd_);
 }
@@ -57,8 +68,7 @@ std::span<const std::byte> NodeArena::map_peer(const Description& peer) {
   void* p = same ? mmap(nullptr, peer.bytes, PROT_READ, MAP_SHARED | MAP_NORESERVE, fd, 0) : MAP_FAILED;
   close(fd);  // the mapping keeps the file
   if (p == MAP_FAILED) return {};
-  views_.emplace_back(static_cast<const std::byte*>(p), peer.bytes);
-  return views_.back();
+  return {static_cast<const std::byte*>(p), peer.bytes};
 }
 
 }  // namespace brisk

@@ -76,42 +76,57 @@ struct Wire {
   std::vector<std::span<const std::byte>> peer_arenas;  // by rank; empty where not mapped
 };
 
+// --brisk-arena-bytes, else 1 GiB with ucx and 256 MiB with mpi: with
+// MPI_Win_allocate Open MPI fills every page of the window at start, and over
+// InfiniBand a window made over the node-shared arena is registered, so committed,
+// whole.
 std::size_t arena_bytes_of(const Options& options) {
-  // MPI_Win_allocate (mpi without a shared arena) touches every page of the window.
-  const bool filled = options.transport == TransportKind::kMpi && options.node_shm == NodeShm::kOff;
-  return options.arena_bytes ? options.arena_bytes : filled ? (std::size_t{256} << 20) : (std::size_t{1} << 30);
+  return options.arena_bytes ? options.arena_bytes
+         : options.transport == TransportKind::kUcx ? (std::size_t{1} << 30)
+                                                    : (std::size_t{256} << 20);
 }
 
-// --brisk-node-shm: every rank makes its arena in shared memory and maps those of the
-// ranks on its host (collective; `unmapped`: maps none). When any rank cannot make one, no rank uses one
-// (the MPI window must be made the same way on every rank).
+// --brisk-node-shm (collective): every rank makes its arena in shared memory and maps
+// those of the ranks on its host. The ranks agree on it: where any rank has it off
+// or cannot make one, none uses one (the MPI window must be made the same way on
+// every rank), and where any has it `unmapped`, none maps.
 std::unique_ptr<NodeArena> share_arenas(const Options& options, const std::string& host, MpiEnvironment& mpi,
                                         std::vector<std::span<const std::byte>>& peers) {
   std::unique_ptr<NodeArena> arena;
   std::string why;
-  if (auto a = NodeArena::create(arena_bytes_of(options), host); a.ok()) {
-    arena = std::move(a).value();
-  } else {
-    why = a.status().message();
+  if (options.node_shm != NodeShm::kOff) {
+    if (auto a = NodeArena::create(arena_bytes_of(options), host); a.ok()) {
+      arena = std::move(a).value();
+    } else {
+      why = a.status().message();
+    }
   }
   Writer w;
-  w(arena ? arena->description() : NodeArena::Description{}, why);
+  w(static_cast<std::uint8_t>(options.node_shm), arena ? arena->description() : NodeArena::Description{}, why);
   const auto all = mpi.allgather(w.bytes());
   std::vector<NodeArena::Description> described(all.size());
+  bool off = false, failed = false, unmapped = false;
   for (std::size_t r = 0; r < all.size(); ++r) {
     Reader rd(all[r]);
+    std::uint8_t mode = 0;
     std::string reason;
-    rd(described[r], reason);
-    if (described[r].bytes == 0) {
+    rd(mode, described[r], reason);
+    off = off || mode == static_cast<std::uint8_t>(NodeShm::kOff);
+    unmapped = unmapped || mode == static_cast<std::uint8_t>(NodeShm::kUnmapped);
+    if (mode != static_cast<std::uint8_t>(NodeShm::kOff) && described[r].bytes == 0 && !failed) {
+      failed = true;
       if (mpi.rank() == 0) {
         std::fprintf(stderr, "brisk: warning: rank %zu has no shared arena (%s); ranks of a node read each other's "
                      "objects through the transport\n", r, reason.c_str());
       }
-      return nullptr;
     }
   }
+  if (off && options.node_shm != NodeShm::kOff && mpi.rank() == 0) {
+    std::fprintf(stderr, "brisk: warning: --brisk-node-shm is off on some ranks; it is off on all\n");
+  }
+  if (off || failed) return nullptr;
   peers.assign(all.size(), {});
-  if (options.node_shm == NodeShm::kUnmapped) return arena;
+  if (unmapped) return arena;
   std::vector<std::uint8_t> mapped(all.size(), 0);
   for (std::size_t r = 0; r < all.size(); ++r) {
     if (static_cast<int>(r) == mpi.rank()) continue;
@@ -139,7 +154,7 @@ std::unique_ptr<NodeArena> share_arenas(const Options& options, const std::strin
 StatusOr<Wire> make_wire(const Options& options, const Topology& topology, MpiEnvironment& mpi) {
   Wire w;
   const std::size_t arena_bytes = arena_bytes_of(options);
-  if (options.node_shm != NodeShm::kOff) w.node = share_arenas(options, topology.hostname(), mpi, w.peer_arenas);
+  w.node = share_arenas(options, topology.hostname(), mpi, w.peer_arenas);
   if (options.transport == TransportKind::kUcx) {
 #if BRISK_HAVE_UCX
     auto t = UcxTransport::create();
@@ -159,6 +174,18 @@ StatusOr<Wire> make_wire(const Options& options, const Topology& topology, MpiEn
 #endif
   } else {
     auto t = w.node ? MpiTransport::create(w.node->memory()) : MpiTransport::create(arena_bytes);
+    if (t.ok() && w.node && (*t)->window().empty()) {
+      // No window over the shared arena (MPI_Win_create failed, on every rank alike):
+      // the window MPI allocates itself, and no views (nothing is placed in them).
+      if (mpi.rank() == 0) {
+        std::fprintf(stderr, "brisk: warning: %s; the arena is MPI's own window instead, without node-shared reads\n",
+                     (*t)->window_error().c_str());
+      }
+      t->reset();
+      w.node.reset();
+      w.peer_arenas.clear();
+      t = MpiTransport::create(arena_bytes);
+    }
     if (!t.ok()) return t.status();
     MpiTransport* mpi = t->get();
     w.barrier = [mpi] { mpi->barrier(); };
@@ -333,12 +360,8 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     wire = std::move(w).value();
     cc.inline_bytes = options.inline_bytes;
     cc.peer_arenas = wire.peer_arenas;
-    {
-      std::vector<std::pair<const void*, std::size_t>> borrowed;
-      for (const auto& v : wire.peer_arenas) {
-        if (!v.empty()) borrowed.emplace_back(v.data(), v.size());
-      }
-      set_borrowed_memory(std::move(borrowed));  // arrays read in place there free nothing
+    for (const auto& v : wire.peer_arenas) {
+      if (!v.empty()) add_borrowed_memory(v.data(), v.size());  // arrays read in place there free nothing
     }
     cc.spill_queue = options.spill_queue > 0 ? options.spill_queue : 2 * node.workers();
     cc.heartbeat = std::chrono::milliseconds(options.heartbeat_ms);
@@ -546,8 +569,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     node.context().distributed = nullptr;
     cluster.reset();
     wire.transport.reset();
-    wire.node.reset();
-    set_borrowed_memory({});
+    wire.node.reset();  // the views of other ranks' arenas stay mapped until exit
   }
   set_abort_hook(nullptr);
   return exit_code;

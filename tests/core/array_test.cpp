@@ -68,7 +68,9 @@ TEST(Array, ABorrowedViewReadsMemoryItDoesNotOwnAndFreesNothing) {
   ASSERT_NE(p, MAP_FAILED);
   std::memset(p, 7, n);
   ASSERT_EQ(mprotect(p, n, PROT_READ), 0);
-  detail::set_borrowed_memory({{p, n}});
+  detail::add_borrowed_memory(p, n);  // for good: the mapping stays until the process exits
+  EXPECT_TRUE(detail::array_memory_is_shared(static_cast<const std::byte*>(p) + n - 1));
+  EXPECT_FALSE(detail::array_memory_is_shared(static_cast<const std::byte*>(p) + n));
   const auto* bytes = static_cast<const std::uint8_t*>(p);
   const std::size_t cached = detail::array_cache_bytes();
   {
@@ -99,8 +101,8 @@ TEST(Array, ABorrowedViewReadsMemoryItDoesNotOwnAndFreesNothing) {
     EXPECT_FALSE(vector.adopt_raw(static_cast<const std::byte*>(p), n, n));
   }
   EXPECT_EQ(detail::array_cache_bytes(), cached + n);
-  detail::set_borrowed_memory({});
-  munmap(p, n);
+  Array<std::uint8_t> own(n);
+  EXPECT_FALSE(detail::array_memory_is_shared(own.data()));
 }
 
 }  // namespace

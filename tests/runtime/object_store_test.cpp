@@ -5,6 +5,7 @@
 #include <numeric>
 #include <vector>
 
+#include "brisk/core/array.hpp"
 #include "testing/runtime_fixture.hpp"
 
 namespace {
@@ -74,6 +75,61 @@ TEST_F(StoreTest, TaskResultsSpillToo) {
   for (int i = 0; i < 8; ++i) refs.push_back(brisk::remote(make_blob, kDoubles, 1.0 * i));
   for (int i = 0; i < 8; ++i) EXPECT_EQ(brisk::get(refs[i])[7], i);
   EXPECT_GE(stats().spills, 4u);
+}
+
+// Memory other ranks read in place, as a multi-rank job's arena: arrays made there
+// are not the store's to count or spill (a spill would free the block under the
+// readers, and no memory of this process).
+class FakeArena final : public brisk::detail::SharedMemory {
+ public:
+  explicit FakeArena(std::size_t bytes) : bytes_(bytes), base_(static_cast<std::byte*>(std::aligned_alloc(64, bytes))) {
+    min_bytes = 4096;
+  }
+  ~FakeArena() override { std::free(base_); }
+  void* allocate(std::size_t bytes) noexcept override {
+    const std::size_t rounded = (bytes + 63) / 64 * 64;
+    if (used_ + rounded > bytes_) return nullptr;
+    used_ += rounded;
+    ++live_;
+    return base_ + used_ - rounded;
+  }
+  bool release(void* p) noexcept override {
+    if (!contains(p)) return false;
+    --live_;
+    return true;
+  }
+  bool contains(const void* p) const noexcept override {
+    const auto* b = static_cast<const std::byte*>(p);
+    return b >= base_ && b < base_ + bytes_;
+  }
+  int live() const { return live_; }
+
+ private:
+  std::size_t bytes_;
+  std::byte* base_;
+  std::size_t used_ = 0;
+  int live_ = 0;
+};
+
+TEST_F(StoreTest, ArraysInSharedMemoryAreNeitherCountedNorSpilled) {
+  static FakeArena arena(16 * kBlobBytes);  // outlives the test: the runtime keeps the last one it retired
+  brisk::detail::set_shared_memory(&arena);
+  {
+    std::vector<brisk::Ref<brisk::Array<double>>> refs;
+    for (int i = 0; i < 10; ++i) refs.push_back(brisk::put(brisk::Array<double>(kDoubles, 1.0 * i)));
+    EXPECT_EQ(arena.live(), 10);
+    auto s = stats();
+    EXPECT_EQ(s.memory_bytes, 0u);
+    EXPECT_EQ(s.spills, 0u);
+    // Private objects still spill past capacity, around them.
+    std::vector<brisk::Ref<Blob>> blobs;
+    for (int i = 0; i < 6; ++i) blobs.push_back(brisk::put(make_blob(kDoubles, i)));
+    EXPECT_GE(stats().spills, 2u);
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(brisk::get(refs[i])[kDoubles - 1], 1.0 * i);
+    EXPECT_EQ(arena.live(), 10);
+  }
+  EXPECT_EQ(arena.live(), 0);
+  brisk::detail::set_shared_memory(nullptr);
 }
 
 class TinyStoreTest : public StoreTest {

@@ -57,6 +57,8 @@ class SharedMemory {
   virtual ~SharedMemory() = default;
   virtual void* allocate(std::size_t bytes) noexcept = 0;
   virtual bool release(void* p) noexcept = 0;
+  // Whether `p` lies in this memory.
+  virtual bool contains(const void* p) const noexcept = 0;
   std::size_t min_bytes = 0;
 };
 // Installs `memory` (nullptr: none). The previous one must stay valid for arrays it
@@ -64,9 +66,14 @@ class SharedMemory {
 void set_shared_memory(SharedMemory* memory) noexcept;
 // Memory that other ranks of the node share read-only with this one (their arenas,
 // mapped by the runtime): an Array made over it by Array::borrowed_view frees nothing.
-// `ranges` replaces the previous set (empty: none); the runtime sets it before any
-// such array exists and clears it once none is left.
-void set_borrowed_memory(std::vector<std::pair<const void*, std::size_t>> ranges);
+// Ranges are added, never removed: the runtime keeps such mappings until the process
+// exits, so that a view that outlives brisk::run (a static Ref) still frees nothing.
+void add_borrowed_memory(const void* base, std::size_t bytes);
+// Whether an array's storage at `p` is memory other ranks read in place (this rank's
+// arena, or another's mapped here) rather than this process's own heap: the object
+// store does not spill such values, whose memory a spill would not free (and other
+// ranks may be reading).
+bool array_memory_is_shared(const void* p) noexcept;
 // While one exists on a thread, its arrays use private memory (the destinations of
 // pulls: huge pages and the cache beat the registered arena there).
 class PrivateArrays {
@@ -113,7 +120,7 @@ class Array {
   }
 
   // For the runtime: n elements that lie in read-only memory registered with
-  // detail::set_borrowed_memory (another rank's arena), which outlives the array.
+  // detail::add_borrowed_memory (another rank's arena), which outlives the array.
   // Nothing is copied and nothing is freed; writing through data() faults. Copies of
   // it are ordinary arrays.
   static Array borrowed_view(const T* p, std::size_t n) noexcept {

@@ -93,9 +93,9 @@ struct Options {
   int spill_queue = 0;
   // --brisk-arena-bytes / BRISK_ARENA_BYTES: registered memory per rank from which
   // peers pull objects larger than the inline size (an object that does not fit
-  // travels inside the message instead); 0 = 1 GiB (virtual memory, committed as it
-  // is used), or 256 MiB with mpi and --brisk-node-shm=off (Open MPI then allocates
-  // the window and fills its pages at start, about 1 s per GiB).
+  // travels inside the message instead); 0 = 1 GiB with ucx (virtual memory), 256 MiB
+  // with mpi (with --brisk-node-shm=off Open MPI fills the window's pages at start,
+  // about 1 s per GiB; over InfiniBand it registers, so commits, the whole window).
   std::size_t arena_bytes = 0;
   // --brisk-node-shm / BRISK_NODE_SHM: each rank's arena is shared memory that the
   // other ranks on its node map read-only, so a task reads a brisk::Array made on

@@ -390,6 +390,7 @@ class Cluster final : public detail::Executor,
   std::atomic<std::int64_t> exported_{0};  // objects others may pull from this rank now
   bool readers_need_progress_ = false;      // some rank reads this one's arena through the transport
   std::atomic<std::size_t> awaited_{0};     // pending_.size(), read without its lock
+  std::atomic<std::int64_t> last_shipped_{0};  // when a task last left for another rank (Clock ticks)
   std::unique_ptr<ControlPlane> control_;
 
   std::vector<std::unique_ptr<Outbox>> outboxes_;

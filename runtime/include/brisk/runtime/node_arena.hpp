@@ -54,8 +54,9 @@ class NodeArena {
 
   // Maps the arena `peer` describes, read-only, when it is on this host and its file
   // is the one described; otherwise returns an empty span (not an error: such a peer
-  // is read through the transport). Views stay valid until this arena is destroyed,
-  // also after the peer's process ends.
+  // is read through the transport). A view stays mapped until this process exits
+  // (values read in place may outlive the run that mapped it), also after the peer's
+  // process ended: it keeps that memory alive meanwhile.
   std::span<const std::byte> map_peer(const Description& peer);
 
  private:
@@ -65,7 +66,6 @@ class NodeArena {
   std::size_t bytes_;
   int fd_;
   Description description_;
-  std::vector<std::span<const std::byte>> views_;
 };
 
 }  // namespace brisk

@@ -125,6 +125,7 @@ class ObjectState {
   void commit_fetched();
   void abort_fetch() noexcept { destroy_value(); }
 
+
   // --- cross-rank state ---
   DistInfo* dist() const noexcept { return dist_.load(std::memory_order_acquire); }
   // The DistInfo, made on first use (thread-safe).
@@ -153,6 +154,10 @@ class ObjectState {
   // the value): constructs the value over `data` and returns true, or returns false
   // (the type cannot, or `data` is misaligned for its elements) and constructs nothing.
   virtual bool adopt_raw(const std::byte* /*data*/, std::size_t /*length*/, std::size_t /*count*/) { return false; }
+  // Constructs the value from the raw form at `data` (bytes this thread can read, as
+  // a node peer's arena) with one copy, no zero-fill first; false (nothing
+  // constructed) where the type has no raw form or `data` is misaligned for it.
+  virtual bool copy_raw(const std::byte* /*data*/, std::size_t /*length*/, std::size_t /*count*/) { return false; }
 
   // Readers must pin() before touching the value: large ones (the store may
   // spill them) and remote ones (they have to be fetched first).
@@ -169,6 +174,9 @@ class ObjectState {
   // Called by the typed subclass once the value is constructed: accounts it in the
   // store (which may spill it, or turn it into a kStoreFull error), then notifies.
   void complete_value_constructed(std::size_t bytes) noexcept;
+  // Whether the resident value belongs in the store (counted, spillable): large, and
+  // not an array in memory other ranks read in place.
+  bool in_store_memory() const noexcept;
   void close() noexcept;
   static WaiterNode* closed() noexcept { return reinterpret_cast<WaiterNode*>(std::uintptr_t{1}); }
 
@@ -271,6 +279,27 @@ class TypedObject final : public ObjectState {
       if (length != count * sizeof(E)) throw SerializationError("brisk: raw object bytes do not match its element count");
       if (reinterpret_cast<std::uintptr_t>(data) % alignof(E) != 0) return false;
       ::new (static_cast<void*>(&storage_)) T(T::borrowed_view(reinterpret_cast<const E*>(data), count));
+      return true;
+    } else {
+      (void)data;
+      (void)length;
+      (void)count;
+      return false;
+    }
+  }
+
+  bool copy_raw(const std::byte* data, std::size_t length, std::size_t count) override {
+    if constexpr (kRaw) {
+      using E = typename T::value_type;
+      if (length != count * sizeof(E)) throw SerializationError("brisk: raw object bytes do not match its element count");
+      if (reinterpret_cast<std::uintptr_t>(data) % alignof(E) != 0) return false;
+      if constexpr (kUninitialized) {
+        ::new (static_cast<void*>(&storage_)) T(T::for_overwrite(count));
+        if (length) std::memcpy(static_cast<void*>(value().data()), data, length);
+      } else {
+        const E* first = reinterpret_cast<const E*>(data);
+        ::new (static_cast<void*>(&storage_)) T(first, first + count);
+      }
       return true;
     } else {
       (void)data;
