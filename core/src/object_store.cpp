@@ -208,6 +208,7 @@ Status ObjectStore::restore_and_pin(ObjectState* o) {
   if (!bytes.ok()) return bytes.status();
   try {
     Reader r(std::span<const std::byte>(bytes->data(), bytes->size()));
+    detail::PrivateArrays private_arrays;  // back in this process's memory, which the store counts and spills
     o->read_value(r);  // destroys what it constructed if it throws
   } catch (const std::exception& e) {
     return internal_error(fmt::format("spill file {} is corrupt: {}", path, e.what()));

@@ -573,8 +573,8 @@ void Cluster::progress_main() {
     // briefly instead; a worker that runs out of work polls the transport itself.
     const bool workers_busy = local_.running() >= local_.workers();
     const bool awaiting = awaited_.load(std::memory_order_relaxed) > 0 &&
-                          now.time_since_epoch().count() - last_shipped_.load(std::memory_order_relaxed) <
-                              std::chrono::nanoseconds(kAwaitWindow).count();
+                          now - Clock::time_point(Clock::duration(last_shipped_.load(std::memory_order_relaxed))) <
+                              kAwaitWindow;
     if (!workers_busy && (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0 ||
                           awaiting ||
                           (readers_need_progress_ && exported_.load(std::memory_order_relaxed) > 0))) {

@@ -360,8 +360,13 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     wire = std::move(w).value();
     cc.inline_bytes = options.inline_bytes;
     cc.peer_arenas = wire.peer_arenas;
-    for (const auto& v : wire.peer_arenas) {
-      if (!v.empty()) add_borrowed_memory(v.data(), v.size());  // arrays read in place there free nothing
+    try {
+      for (const auto& v : wire.peer_arenas) {
+        if (!v.empty()) add_borrowed_memory(v.data(), v.size());  // arrays read in place there free nothing
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "brisk: rank %d: %s (run the job with --brisk-node-shm=off)\n", rank, e.what());
+      MpiEnvironment::abort_job(2);
     }
     cc.spill_queue = options.spill_queue > 0 ? options.spill_queue : 2 * node.workers();
     cc.heartbeat = std::chrono::milliseconds(options.heartbeat_ms);

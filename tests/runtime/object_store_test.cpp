@@ -112,7 +112,7 @@ class FakeArena final : public brisk::detail::SharedMemory {
 };
 
 TEST_F(StoreTest, ArraysInSharedMemoryAreNeitherCountedNorSpilled) {
-  static FakeArena arena(16 * kBlobBytes);  // outlives the test: the runtime keeps the last one it retired
+  static FakeArena arena(64 * kBlobBytes);  // outlives the test: the runtime keeps the last one it retired
   brisk::detail::set_shared_memory(&arena);
   {
     std::vector<brisk::Ref<brisk::Array<double>>> refs;
@@ -127,6 +127,15 @@ TEST_F(StoreTest, ArraysInSharedMemoryAreNeitherCountedNorSpilled) {
     EXPECT_GE(stats().spills, 2u);
     for (int i = 0; i < 10; ++i) EXPECT_EQ(brisk::get(refs[i])[kDoubles - 1], 1.0 * i);
     EXPECT_EQ(arena.live(), 10);
+    // Private arrays spilled and read back come back private: counted and spillable.
+    std::vector<brisk::Ref<brisk::Array<double>>> own;
+    {
+      brisk::detail::PrivateArrays private_arrays;
+      for (int i = 0; i < 6; ++i) own.push_back(brisk::put(brisk::Array<double>(kDoubles, 100.0 + i)));
+    }
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(brisk::get(own[i])[0], 100.0 + i);
+    EXPECT_EQ(arena.live(), 10);
+    EXPECT_LE(stats().memory_bytes, stats().capacity);
   }
   EXPECT_EQ(arena.live(), 0);
   brisk::detail::set_shared_memory(nullptr);

@@ -273,26 +273,23 @@ class TypedObject final : public ObjectState {
     }
   }
 
-  bool adopt_raw(const std::byte* data, std::size_t length, std::size_t count) override {
+  bool adopt_raw([[maybe_unused]] const std::byte* data, [[maybe_unused]] std::size_t length,
+                 [[maybe_unused]] std::size_t count) override {
     if constexpr (kBorrows) {
       using E = typename T::value_type;
-      if (length != count * sizeof(E)) throw SerializationError("brisk: raw object bytes do not match its element count");
-      if (reinterpret_cast<std::uintptr_t>(data) % alignof(E) != 0) return false;
+      if (!aligned_elements<E>(data, length, count)) return false;
       ::new (static_cast<void*>(&storage_)) T(T::borrowed_view(reinterpret_cast<const E*>(data), count));
       return true;
     } else {
-      (void)data;
-      (void)length;
-      (void)count;
       return false;
     }
   }
 
-  bool copy_raw(const std::byte* data, std::size_t length, std::size_t count) override {
+  bool copy_raw([[maybe_unused]] const std::byte* data, [[maybe_unused]] std::size_t length,
+                [[maybe_unused]] std::size_t count) override {
     if constexpr (kRaw) {
       using E = typename T::value_type;
-      if (length != count * sizeof(E)) throw SerializationError("brisk: raw object bytes do not match its element count");
-      if (reinterpret_cast<std::uintptr_t>(data) % alignof(E) != 0) return false;
+      if (!aligned_elements<E>(data, length, count)) return false;
       if constexpr (kUninitialized) {
         ::new (static_cast<void*>(&storage_)) T(T::for_overwrite(count));
         if (length) std::memcpy(static_cast<void*>(value().data()), data, length);
@@ -302,9 +299,6 @@ class TypedObject final : public ObjectState {
       }
       return true;
     } else {
-      (void)data;
-      (void)length;
-      (void)count;
       return false;
     }
   }
@@ -318,6 +312,16 @@ class TypedObject final : public ObjectState {
   static constexpr bool kUninitialized = requires(std::size_t n) {
     { T::for_overwrite(n) } -> std::same_as<T>;
   };
+
+  // Whether `length` raw bytes at `data` can be `count` elements of E in place: throws
+  // when the sizes disagree, false when `data` is misaligned for E.
+  template <class E>
+  static bool aligned_elements(const std::byte* data, std::size_t length, std::size_t count) {
+    if (length % sizeof(E) != 0 || count != length / sizeof(E)) {
+      throw SerializationError("brisk: raw object bytes do not match its element count");
+    }
+    return reinterpret_cast<std::uintptr_t>(data) % alignof(E) == 0;
+  }
 
   static constexpr bool kRaw = [] {
     if constexpr (detail::serial::IsVector<T>::value || detail::serial::IsString<T>::value || kUninitialized) {
