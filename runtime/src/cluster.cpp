@@ -196,8 +196,9 @@ Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, 
   keep_specs_ = std::string_view(transport_.name()) == "ucx";
   for (int r = 0; r < size_; ++r) {
     const auto i = static_cast<std::size_t>(r);
-    if (r != self_.value && (i >= config_.peer_arenas.size() || config_.peer_arenas[i].empty())) readers_need_progress_ = true;
+    node_peers_ += r != self_.value && i < config_.peer_arenas.size() && !config_.peer_arenas[i].empty();
   }
+  readers_need_progress_ = node_peers_ + 1 < static_cast<std::size_t>(size_);
   transport_.set_failure_handler([this](Rank peer, const Status& why) { on_rank_lost(peer, why); });
 }
 
@@ -2147,11 +2148,12 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
   fetched_bytes_.fetch_add(copy.length, std::memory_order_relaxed);
   fetches_in_flight_.fetch_add(1, std::memory_order_relaxed);
   const Rank holder = copy.region.owner;
-  if (holder == self_ && !readable_here(copy)) {
+  const std::byte* src = readable_here(copy);
+  if (!src && holder == self_) {
     finish_fetch(o, internal_error(fmt::format("object {}: its copy lies outside this rank's arena", o->id().hex())));
     return;
   }
-  if (const std::byte* src = readable_here(copy)) {
+  if (src) {
     // Our own exported copy (a task came back to the rank that holds its bytes), or
     // one in the arena of a rank on this node, mapped here. Such a copy stays while
     // this object lives: the owner frees held copies only when its object goes (and
@@ -2161,8 +2163,8 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
     Status st;
     try {
       if (copy.raw) {
-        // A brisk::Array is read where it lies (this rank's own arena is not lent
-        // so: its blocks are freed into the arena, not borrowed).
+        // A brisk::Array in another rank's arena is read where it lies. (One in this
+        // rank's own arena is copied: freeing a view there would free the block.)
         if (shared && o->adopt_raw(src, copy.length, copy.count)) {
           borrowed_.fetch_add(1, std::memory_order_relaxed);  // outside the store: other ranks' memory
         } else {
@@ -2584,10 +2586,7 @@ ClusterStats Cluster::stats() const {
   s.fetched_bytes = fetched_bytes_.load();
   s.fetched_shared = fetched_shared_.load();
   s.borrowed = borrowed_.load();
-  for (int r = 0; r < size_; ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    s.node_peers += r != self_.value && i < config_.peer_arenas.size() && !config_.peer_arenas[i].empty();
-  }
+  s.node_peers = node_peers_;
   s.malformed = malformed_.load();
   s.tasks_replayed = tasks_replayed_.load();
   s.objects_rebuilt = objects_rebuilt_.load();

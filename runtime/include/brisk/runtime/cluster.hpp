@@ -388,6 +388,7 @@ class Cluster final : public detail::Executor,
   ArenaAllocator arena_alloc_;
   ArenaMemory* shared_memory_ = nullptr;  // Array storage in the arena (never deleted)
   std::atomic<std::int64_t> exported_{0};  // objects others may pull from this rank now
+  std::size_t node_peers_ = 0;              // other ranks whose arenas this rank maps (and they its)
   bool readers_need_progress_ = false;      // some rank reads this one's arena through the transport
   std::atomic<std::size_t> awaited_{0};     // pending_.size(), read without its lock
   std::atomic<std::int64_t> last_shipped_{0};  // when a task last left for another rank (Clock ticks)
