@@ -57,7 +57,6 @@ NodeArena::~NodeArena() {
 
 std::span<const std::byte> NodeArena::map_peer(const Description& peer) {
   if (peer.host != description_.host || peer.pid <= 0 || peer.fd < 0 || peer.bytes == 0) return {};
-  if (peer.pid == description_.pid && peer.inode == description_.inode) return {base_, bytes_};
   const std::string path = fmt::format("/proc/{}/fd/{}", peer.pid, peer.fd);
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return {};
