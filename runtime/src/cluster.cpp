@@ -72,6 +72,10 @@ const std::map<std::string, double> kNoDemand;
 constexpr std::uint64_t kWorkerPullBytes = 4u << 20;
 // How long after sending a task away the progress thread stays awake for its result.
 constexpr auto kAwaitWindow = std::chrono::milliseconds(2);
+// How long the progress thread sleeps at a time while it stands back for awake
+// workers that poll themselves (Config::workers_poll): it still polls that often, for
+// workers busy with long tasks.
+constexpr auto kStandBackNap = std::chrono::milliseconds(1);
 
 // The arena block that holds bytes at `offset` (blocks are 64-byte aligned).
 std::uint64_t block_of(std::uint64_t offset) { return offset & ~std::uint64_t{ArenaAllocator::kAlignment - 1}; }
@@ -553,6 +557,35 @@ void Cluster::progress_main() {
     std::vector<NodeStatus> local_nodes;
     for (const auto& out : control_->flush(now, false, &local_nodes)) send_control_state(out);
     apply_node_statuses(local_nodes);
+    const auto since = [&](const std::atomic<std::int64_t>& ticks) {
+      return now - Clock::time_point(Clock::duration(ticks.load(std::memory_order_relaxed)));
+    };
+    const bool awaiting = awaited_.load(std::memory_order_relaxed) > 0 && since(last_shipped_) < kAwaitWindow;
+    // Stand back: the workers share their cores with this thread, and one of them is
+    // awake and polls (between tasks, or spinning for work). Polling here too would
+    // take turns with it on its core: each turn a context switch, and a poll that
+    // holds the transport while the MPI library yields the core keeps the worker
+    // from polling meanwhile. So sleep, waking for heartbeats, deferred sends, a
+    // worker going to sleep (worker_sleeping), or kStandBackNap. Not while this
+    // rank's own pulls, exports read through the transport, or awaited results
+    // need a poller that is always near (see below), nor while it runs tasks for
+    // other ranks (within kAwaitWindow of the last): their results and the next
+    // tasks flow best with a poller beside the workers (measured: throughput across
+    // ranks fell by a quarter when this thread stood back there).
+    if (config_.workers_poll && local_.worker_awake() && !awaiting && since(last_served_) >= kAwaitWindow &&
+        fetches_in_flight_.load(std::memory_order_relaxed) == 0 &&
+        !(readers_need_progress_ && exported_.load(std::memory_order_relaxed) > 0)) {
+      const auto until = std::min(next_heartbeat, now + kStandBackNap);
+      standing_back_.store(true, std::memory_order_relaxed);
+      progress_sleeping_.store(1, std::memory_order_seq_cst);
+      if (!deferred_.load(std::memory_order_seq_cst) && local_.worker_awake()) {
+        detail::futex_wait(&progress_sleeping_, 1, std::max<Clock::duration>(until - now, Clock::duration::zero()));
+      }
+      progress_sleeping_.store(0, std::memory_order_relaxed);
+      nap = std::chrono::microseconds(20);
+      continue;
+    }
+    standing_back_.store(false, std::memory_order_relaxed);
     if (n > 0) {
       last_activity = now;
       nap = std::chrono::microseconds(20);
@@ -573,9 +606,6 @@ void Cluster::progress_main() {
     // yielding progress thread would take about half of a worker's time. Sleep
     // briefly instead; a worker that runs out of work polls the transport itself.
     const bool workers_busy = local_.running() >= local_.workers();
-    const bool awaiting = awaited_.load(std::memory_order_relaxed) > 0 &&
-                          now - Clock::time_point(Clock::duration(last_shipped_.load(std::memory_order_relaxed))) <
-                              kAwaitWindow;
     if (!workers_busy && (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0 ||
                           awaiting ||
                           (readers_need_progress_ && exported_.load(std::memory_order_relaxed) > 0))) {
@@ -592,6 +622,15 @@ void Cluster::progress_main() {
   // Last flush so that nothing queued is lost on an orderly stop.
   flush_outboxes(true);
   t_on_progress_thread = false;
+}
+
+int Cluster::poll_after_task() noexcept { return standing_back_.load(std::memory_order_relaxed) ? poll() : 0; }
+
+void Cluster::worker_sleeping() noexcept {
+  if (config_.workers_poll && progress_sleeping_.load(std::memory_order_seq_cst)) {
+    progress_sleeping_.store(0, std::memory_order_relaxed);
+    detail::futex_wake(&progress_sleeping_, 1);
+  }
 }
 
 int Cluster::poll() noexcept {
@@ -1080,6 +1119,7 @@ void Cluster::handle_task(Rank from, std::span<const std::byte> record) {
   const int owner = h.owner;
   const std::shared_ptr<TaskOptions>& options = h.options;
   tasks_received_.fetch_add(1, std::memory_order_relaxed);
+  last_served_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   const FunctionInfo* info = detail::find_function(FunctionId{fn});
   if (!info || !info->decode) {
     send_error_result(Rank{owner}, id,

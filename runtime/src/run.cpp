@@ -376,6 +376,8 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     cc.shard_events = options.shard_events;
     cc.failure_timeout = std::chrono::milliseconds(options.failure_timeout_ms);
     cc.lineage_bytes = options.lineage_bytes;
+    // No core of the cpuset is left to the progress thread: the workers poll.
+    cc.workers_poll = topology->num_cores() <= node.workers();
     if (options.transport != TransportKind::kUcx) {
       cc.fatal_timeout = std::chrono::milliseconds(std::max(2000, 5 * options.failure_timeout_ms));
       cc.fatal = [rank, dir = options.checkpoint_dir](const std::string& why) {
@@ -415,6 +417,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     arm_task_kills(kill_plans, rank, *data);
   }
   node.context().data = data.get();
+  // Where the workers take every core, they take up messages between tasks (at most
+  // every 20 us) and the progress thread stands back while they are awake.
+  if (cluster && cluster->workers_poll()) node.scheduler().set_poll_between_tasks(std::chrono::microseconds(20));
   // Workers with data commands in flight wait for copies from other ranks: they spin
   // on through such waits (up to 20 ms) instead of sleeping into each arrival.
   if (size > 1 && options.idle == IdleMode::kBackoff) {
@@ -564,6 +569,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   }
   exit_code = mpi->agree_exit_code(exit_code);
   node.scheduler().set_work_hint(nullptr, {});
+  node.scheduler().set_poll_between_tasks({});
   node.shutdown();
   node.context().data = nullptr;
   if (cluster) {

@@ -31,6 +31,7 @@ struct LocalScheduler::Worker {
   std::atomic<std::uint32_t> park_word{0};
   std::atomic<std::uint64_t> tasks_run{0};
   std::atomic<std::uint64_t> steals{0};
+  Clock::time_point last_poll{};  // by this worker, between tasks
 };
 
 namespace {
@@ -343,6 +344,9 @@ void LocalScheduler::idle(Worker* w) noexcept {
       return;
     }
   }
+  if (poll_interval_ns_.load(std::memory_order_relaxed) > 0) {
+    if (detail::RuntimeContext* ctx = detail::context(); ctx && ctx->distributed) ctx->distributed->worker_sleeping();
+  }
   std::uint32_t key = epoch_.load(std::memory_order_seq_cst);
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   // Pairs with the fence in notify_work(): either the submitter sees this sleeper or
@@ -437,6 +441,7 @@ void LocalScheduler::register_driver_thread() {
 void LocalScheduler::block_begin() noexcept {
   const ThreadBinding& b = t_binding;
   if (b.generation != generation_ || !(b.worker || b.driver)) return;
+  if (b.worker) blocked_.fetch_add(1, std::memory_order_relaxed);
   running_.fetch_sub(1, std::memory_order_acq_rel);
   activate_spare();
 }
@@ -444,7 +449,18 @@ void LocalScheduler::block_begin() noexcept {
 void LocalScheduler::block_end() noexcept {
   const ThreadBinding& b = t_binding;
   if (b.generation != generation_ || !(b.worker || b.driver)) return;
+  if (b.worker) blocked_.fetch_sub(1, std::memory_order_relaxed);
   running_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void LocalScheduler::poll_between_tasks(Worker* w) noexcept {
+  const std::int64_t interval = poll_interval_ns_.load(std::memory_order_relaxed);
+  if (interval <= 0) return;
+  const Clock::time_point now = Clock::now();
+  if (now - w->last_poll < std::chrono::nanoseconds(interval)) return;
+  w->last_poll = now;
+  detail::RuntimeContext* ctx = detail::context();
+  if (ctx && ctx->distributed) ctx->distributed->poll_after_task();
 }
 
 void LocalScheduler::worker_main(Worker* w) {
@@ -476,6 +492,7 @@ void LocalScheduler::worker_main(Worker* w) {
         if (sleepers_.load(std::memory_order_seq_cst) > 0 && has_work()) wake_one();
       }
       execute(w, t);
+      poll_between_tasks(w);
       continue;
     }
     idle(w);

@@ -113,6 +113,11 @@ class Cluster final : public detail::Executor,
     // The arenas of the other ranks on this node, mapped read-only (index = rank;
     // empty where not mapped): objects they hold are read from there, not pulled.
     std::vector<std::span<const std::byte>> peer_arenas;
+    // The rank's workers take every core of its cpuset, and poll the transport
+    // between tasks and while they spin (LocalScheduler::set_poll_between_tasks):
+    // while one of them is awake, the progress thread stands back (see
+    // progress_main), instead of taking turns with them on their cores.
+    bool workers_poll = false;
   };
 
   // `arena` is registered with `transport` through `arena_registration`; a null
@@ -139,6 +144,9 @@ class Cluster final : public detail::Executor,
   void fetch_async(detail::ObjectState* object, std::function<void(const Status&)> done) override;
   void on_destroy(detail::ObjectState* object) noexcept override;
   int poll() noexcept override;
+  int poll_after_task() noexcept override;
+  void worker_sleeping() noexcept override;
+  bool workers_poll() const noexcept { return config_.workers_poll; }
   void send_actor_call(detail::TaskBase* task, Rank to) noexcept override;
   bool rank_lost(Rank rank) const noexcept override;
   void announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarnation) noexcept override;
@@ -392,6 +400,8 @@ class Cluster final : public detail::Executor,
   bool readers_need_progress_ = false;      // some rank reads this one's arena through the transport
   std::atomic<std::size_t> awaited_{0};     // pending_.size(), read without its lock
   std::atomic<std::int64_t> last_shipped_{0};  // when a task last left for another rank (Clock ticks)
+  std::atomic<std::int64_t> last_served_{0};
+  std::atomic<bool> standing_back_{false};  // the progress thread leaves polling to the workers   // when a task last came from another rank (Clock ticks)
   std::unique_ptr<ControlPlane> control_;
 
   std::vector<std::unique_ptr<Outbox>> outboxes_;

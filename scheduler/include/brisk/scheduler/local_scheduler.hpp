@@ -100,6 +100,19 @@ class LocalScheduler final : public detail::Executor {
   // Whether the node's capacity can ever meet `demand`.
   bool can_ever_run(const std::map<std::string, double>& demand) const noexcept;
   int workers() const noexcept { return config_.workers; }
+  // Whether a worker is awake: running a task (not blocked inside it in get/wait) or
+  // spinning for one, and then polling the transport. Workers between the two states
+  // are counted in neither.
+  bool worker_awake() const noexcept {
+    return running_tasks_.load(std::memory_order_relaxed) > blocked_.load(std::memory_order_relaxed) ||
+           spinners_.load(std::memory_order_relaxed) > 0;
+  }
+  // In a multi-rank job, a worker polls the transport after a task when `interval`
+  // passed since it last did (0: never). Workers then take up messages as they go,
+  // and the progress thread may stand back while they are awake (Cluster). Any time.
+  void set_poll_between_tasks(std::chrono::nanoseconds interval) noexcept {
+    poll_interval_ns_.store(interval.count(), std::memory_order_relaxed);
+  }
   // Worker threads started at start(); spares come and go.
   int regular_workers() const noexcept { return regular_; }
 
@@ -118,6 +131,7 @@ class LocalScheduler final : public detail::Executor {
   void idle(Worker* w) noexcept;
   void pass_the_search_on() noexcept;
   void worker_main(Worker* w);
+  void poll_between_tasks(Worker* w) noexcept;
   bool try_park(Worker* w) noexcept;
   void activate_spare() noexcept;
   bool try_grant(detail::TaskBase* task) noexcept;
@@ -168,6 +182,8 @@ class LocalScheduler final : public detail::Executor {
   bool shut_down_ = false;
   std::atomic<const std::atomic<std::int64_t>*> work_hint_{nullptr};
   std::atomic<std::int64_t> hint_spin_ns_{0};
+  std::atomic<std::int64_t> poll_interval_ns_{0};
+  std::atomic<int> blocked_{0};  // workers blocked in get/wait inside a task
 };
 
 }  // namespace brisk

@@ -127,6 +127,12 @@ class Distributed {
   // so that a message is handled by a thread that is already awake. Returns the
   // number of events handled.
   virtual int poll() noexcept = 0;
+  // A worker between two tasks: polls (as poll()) where the progress thread leaves
+  // polling to the workers (runtime/cluster.hpp, Config::workers_poll), else nothing.
+  virtual int poll_after_task() noexcept { return 0; }
+  // A worker of this rank is about to sleep (no task, nothing expected): whoever
+  // stood back from polling because workers were awake takes it up again.
+  virtual void worker_sleeping() noexcept {}
   // Sends an actor call (ready, see task.hpp) to the rank its actor lives on, where
   // it enters the actor's mailbox. Takes the task.
   virtual void send_actor_call(TaskBase* task, Rank to) noexcept = 0;
