@@ -9,6 +9,8 @@
 #include <set>
 #include <thread>
 
+#include "brisk/core/detail/distributed.hpp"
+#include "brisk/runtime/node_runtime.hpp"
 #include "testing/runtime_fixture.hpp"
 
 namespace {
@@ -195,6 +197,76 @@ TEST(LocalSchedulerShutdownTest, QueuedTasksFailAndRunningOnesFinish) {
     EXPECT_THROW(brisk::get(queued), brisk::TaskError);
     EXPECT_THROW(brisk::get(dependent), brisk::TaskError);
   }
+}
+
+// What a multi-rank runtime hears from the workers: polls after tasks and the news
+// that a worker goes to sleep (Cluster stands its progress thread back on these).
+class CountingNet final : public brisk::detail::Distributed {
+ public:
+  std::atomic<int> after_task{0}, sleeping{0};
+  brisk::LocalScheduler* scheduler = nullptr;
+  void fetch(brisk::detail::ObjectState*) override {}
+  void fetch_async(brisk::detail::ObjectState*, std::function<void(const brisk::Status&)> done) override {
+    done(brisk::Status());
+  }
+  void on_destroy(brisk::detail::ObjectState*) noexcept override {}
+  int poll() noexcept override { return 0; }
+  int poll_after_task() noexcept override {
+    after_task.fetch_add(1);
+    return 0;
+  }
+  void worker_sleeping() noexcept override { sleeping.fetch_add(1); }
+  void send_actor_call(brisk::detail::TaskBase*, brisk::Rank) noexcept override {}
+  bool rank_lost(brisk::Rank) const noexcept override { return false; }
+  void announce_actor_moved(brisk::TaskId, brisk::Rank, std::uint32_t) noexcept override {}
+  brisk::Status write_timeline(const std::string&) override { return brisk::Status(); }
+};
+
+bool task_sees_worker_awake() {
+  return brisk::detail::context()->distributed &&
+         static_cast<CountingNet*>(brisk::detail::context()->distributed)->scheduler->worker_awake();
+}
+BRISK_REMOTE(task_sees_worker_awake);
+
+// A rank whose workers poll (set_poll_between_tasks): a worker polls after tasks at
+// most once per interval, counts as awake while it runs one, and says so before it
+// sleeps; with the interval 0 it never polls after a task.
+TEST(LocalSchedulerPollTest, WorkersPollBetweenTasksAndSayWhenTheySleep) {
+  brisk::NodeRuntime node(brisk::testing::test_options(1), nullptr);
+  CountingNet net;
+  net.scheduler = &node.scheduler();
+  node.context().distributed = &net;
+
+  node.scheduler().set_poll_between_tasks(std::chrono::microseconds(100));
+  EXPECT_TRUE(brisk::get(brisk::remote(task_sees_worker_awake)));
+  std::vector<brisk::Ref<int>> refs;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i) refs.push_back(brisk::remote(spin_us, 20));
+  brisk::get(refs);
+  const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  const int polls = net.after_task.load();
+  EXPECT_GE(polls, 2);
+  // At most one per 100 us of the run, and the first task's.
+  EXPECT_LE(polls, static_cast<int>(us / 100) + 2);
+  // The worker goes idle, spins (awake), and says it sleeps before it does.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((net.sleeping.load() == 0 || node.scheduler().worker_awake()) && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_GE(net.sleeping.load(), 1);
+  EXPECT_FALSE(node.scheduler().worker_awake());
+
+  node.scheduler().set_poll_between_tasks({});
+  net.after_task = 0;
+  net.sleeping = 0;
+  refs.clear();
+  for (int i = 0; i < 50; ++i) refs.push_back(brisk::remote(spin_us, 20));
+  brisk::get(refs);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(net.after_task.load(), 0);
+  EXPECT_EQ(net.sleeping.load(), 0);
+  node.shutdown();
+  node.context().distributed = nullptr;
 }
 
 }  // namespace
