@@ -575,8 +575,9 @@ void Cluster::progress_main() {
     if (config_.workers_poll && local_.worker_awake() && !awaiting && since(last_served_) >= kAwaitWindow &&
         fetches_in_flight_.load(std::memory_order_relaxed) == 0 &&
         !(readers_need_progress_ && exported_.load(std::memory_order_relaxed) > 0)) {
+      if (n > 0) last_activity = now;
       const auto until = std::min(next_heartbeat, now + kStandBackNap);
-      standing_back_.store(true, std::memory_order_relaxed);
+      standing_back_.store(true, std::memory_order_seq_cst);
       progress_sleeping_.store(1, std::memory_order_seq_cst);
       if (!deferred_.load(std::memory_order_seq_cst) && local_.worker_awake()) {
         detail::futex_wait(&progress_sleeping_, 1, std::max<Clock::duration>(until - now, Clock::duration::zero()));
@@ -627,7 +628,12 @@ void Cluster::progress_main() {
 int Cluster::poll_after_task() noexcept { return standing_back_.load(std::memory_order_relaxed) ? poll() : 0; }
 
 void Cluster::worker_sleeping() noexcept {
-  if (config_.workers_poll && progress_sleeping_.load(std::memory_order_seq_cst)) {
+  // Others still awake poll on; the last one to stop wakes the progress thread.
+  if (config_.workers_poll && !local_.worker_awake()) wake_standing_back();
+}
+
+void Cluster::wake_standing_back() noexcept {
+  if (standing_back_.load(std::memory_order_seq_cst) && progress_sleeping_.load(std::memory_order_seq_cst)) {
     progress_sleeping_.store(0, std::memory_order_relaxed);
     detail::futex_wake(&progress_sleeping_, 1);
   }
@@ -952,6 +958,7 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
     }
     tasks_sent_.fetch_add(1, std::memory_order_relaxed);
     last_shipped_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    wake_standing_back();  // its result is awaited: poll beside the workers
     if (for_placement && to == self_) {
       place(w.bytes());
     } else if (to == self_) {
@@ -1120,6 +1127,7 @@ void Cluster::handle_task(Rank from, std::span<const std::byte> record) {
   const std::shared_ptr<TaskOptions>& options = h.options;
   tasks_received_.fetch_add(1, std::memory_order_relaxed);
   last_served_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+  wake_standing_back();
   const FunctionInfo* info = detail::find_function(FunctionId{fn});
   if (!info || !info->decode) {
     send_error_result(Rank{owner}, id,
@@ -1198,6 +1206,7 @@ void Cluster::forward_result(Rank owner, TaskId task, ObjectState* result) noexc
         }
         if (fresh) {
           exported_.fetch_add(1, std::memory_order_relaxed);
+          if (readers_need_progress_) wake_standing_back();
           control_->add_object(ObjectRecord{id, self_, copy->length, false});
         }
         w(detail::kObjRemote, id.hi, id.lo, owner.value, self_.value, *copy);
@@ -1684,6 +1693,7 @@ std::optional<RemoteCopy> Cluster::local_copy(ObjectState* o) {
       d.owner = self_;
       fresh = true;
       exported_.fetch_add(1, std::memory_order_relaxed);
+      if (readers_need_progress_) wake_standing_back();
     }
   }
   if (fresh) control_->add_object(ObjectRecord{o->id(), self_, copy->length, false});
@@ -2187,6 +2197,7 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
   fetches_.fetch_add(1, std::memory_order_relaxed);
   fetched_bytes_.fetch_add(copy.length, std::memory_order_relaxed);
   fetches_in_flight_.fetch_add(1, std::memory_order_relaxed);
+  wake_standing_back();
   const Rank holder = copy.region.owner;
   const std::byte* src = readable_here(copy);
   if (!src && holder == self_) {

@@ -344,9 +344,7 @@ void LocalScheduler::idle(Worker* w) noexcept {
       return;
     }
   }
-  if (poll_interval_ns_.load(std::memory_order_relaxed) > 0) {
-    if (detail::RuntimeContext* ctx = detail::context(); ctx && ctx->distributed) ctx->distributed->worker_sleeping();
-  }
+  tell_sleeping();
   std::uint32_t key = epoch_.load(std::memory_order_seq_cst);
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   // Pairs with the fence in notify_work(): either the submitter sees this sleeper or
@@ -441,7 +439,10 @@ void LocalScheduler::register_driver_thread() {
 void LocalScheduler::block_begin() noexcept {
   const ThreadBinding& b = t_binding;
   if (b.generation != generation_ || !(b.worker || b.driver)) return;
-  if (b.worker) blocked_.fetch_add(1, std::memory_order_relaxed);
+  if (b.worker) {
+    blocked_.fetch_add(1, std::memory_order_seq_cst);
+    tell_sleeping();  // it polls only while its wait spins
+  }
   running_.fetch_sub(1, std::memory_order_acq_rel);
   activate_spare();
 }
@@ -449,8 +450,13 @@ void LocalScheduler::block_begin() noexcept {
 void LocalScheduler::block_end() noexcept {
   const ThreadBinding& b = t_binding;
   if (b.generation != generation_ || !(b.worker || b.driver)) return;
-  if (b.worker) blocked_.fetch_sub(1, std::memory_order_relaxed);
+  if (b.worker) blocked_.fetch_sub(1, std::memory_order_seq_cst);
   running_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void LocalScheduler::tell_sleeping() noexcept {
+  if (poll_interval_ns_.load(std::memory_order_relaxed) <= 0) return;
+  if (detail::RuntimeContext* ctx = detail::context(); ctx && ctx->distributed) ctx->distributed->worker_sleeping();
 }
 
 void LocalScheduler::poll_between_tasks(Worker* w) noexcept {
@@ -478,6 +484,7 @@ void LocalScheduler::worker_main(Worker* w) {
   bool was_idle = false;  // idle or parked since the last task
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (w->spare && running_.load(std::memory_order_relaxed) > target_) {
+      tell_sleeping();
       try_park(w);
       was_idle = true;
       continue;

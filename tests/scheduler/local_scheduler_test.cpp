@@ -228,9 +228,29 @@ bool task_sees_worker_awake() {
 }
 BRISK_REMOTE(task_sees_worker_awake);
 
+// Inside a task: the worker declares itself blocked (as get/wait do) and waits until
+// the scheduler no longer counts any worker awake (the spare that covers its core
+// spins a while, then sleeps). True when that happened within 5 s.
+bool blocked_worker_is_not_awake() {
+  auto* ctx = brisk::detail::context();
+  auto* net = static_cast<CountingNet*>(ctx->distributed);
+  const int before = net->sleeping.load();
+  ctx->executor->block_begin();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool asleep = false;
+  while (!asleep && std::chrono::steady_clock::now() < until) {
+    asleep = !net->scheduler->worker_awake();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ctx->executor->block_end();
+  return asleep && net->sleeping.load() > before;
+}
+BRISK_REMOTE(blocked_worker_is_not_awake);
+
 // A rank whose workers poll (set_poll_between_tasks): a worker polls after tasks at
-// most once per interval, counts as awake while it runs one, and says so before it
-// sleeps; with the interval 0 it never polls after a task.
+// most once per interval, counts as awake while it runs one (and not while it is
+// blocked in it), and says when it stops polling; with the interval 0 it never polls
+// after a task nor says anything.
 TEST(LocalSchedulerPollTest, WorkersPollBetweenTasksAndSayWhenTheySleep) {
   brisk::NodeRuntime node(brisk::testing::test_options(1), nullptr);
   CountingNet net;
@@ -255,6 +275,8 @@ TEST(LocalSchedulerPollTest, WorkersPollBetweenTasksAndSayWhenTheySleep) {
   }
   EXPECT_GE(net.sleeping.load(), 1);
   EXPECT_FALSE(node.scheduler().worker_awake());
+  // A worker blocked inside its task polls no more: not awake, and it says so.
+  EXPECT_TRUE(brisk::get(brisk::remote(blocked_worker_is_not_awake)));
 
   node.scheduler().set_poll_between_tasks({});
   net.after_task = 0;

@@ -147,6 +147,9 @@ class Cluster final : public detail::Executor,
   int poll_after_task() noexcept override;
   void worker_sleeping() noexcept override;
   bool workers_poll() const noexcept { return config_.workers_poll; }
+  // Ends the progress thread's stand-back nap (something now needs it beside the
+  // workers, or no worker is awake).
+  void wake_standing_back() noexcept;
   void send_actor_call(detail::TaskBase* task, Rank to) noexcept override;
   bool rank_lost(Rank rank) const noexcept override;
   void announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarnation) noexcept override;
@@ -400,8 +403,8 @@ class Cluster final : public detail::Executor,
   bool readers_need_progress_ = false;      // some rank reads this one's arena through the transport
   std::atomic<std::size_t> awaited_{0};     // pending_.size(), read without its lock
   std::atomic<std::int64_t> last_shipped_{0};  // when a task last left for another rank (Clock ticks)
-  std::atomic<std::int64_t> last_served_{0};
-  std::atomic<bool> standing_back_{false};  // the progress thread leaves polling to the workers   // when a task last came from another rank (Clock ticks)
+  std::atomic<std::int64_t> last_served_{0};   // when a task last came from another rank (Clock ticks)
+  std::atomic<bool> standing_back_{false};     // the progress thread leaves polling to the workers
   std::unique_ptr<ControlPlane> control_;
 
   std::vector<std::unique_ptr<Outbox>> outboxes_;

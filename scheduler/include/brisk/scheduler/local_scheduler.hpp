@@ -100,12 +100,13 @@ class LocalScheduler final : public detail::Executor {
   // Whether the node's capacity can ever meet `demand`.
   bool can_ever_run(const std::map<std::string, double>& demand) const noexcept;
   int workers() const noexcept { return config_.workers; }
-  // Whether a worker is awake: running a task (not blocked inside it in get/wait) or
-  // spinning for one, and then polling the transport. Workers between the two states
-  // are counted in neither.
+  // Whether a worker is awake: running a task (not blocked inside it in get/wait),
+  // and then polling between tasks when set_poll_between_tasks asks it to, or
+  // spinning for one, and polling meanwhile. Workers between the two states are
+  // counted in neither.
   bool worker_awake() const noexcept {
-    return running_tasks_.load(std::memory_order_relaxed) > blocked_.load(std::memory_order_relaxed) ||
-           spinners_.load(std::memory_order_relaxed) > 0;
+    return running_tasks_.load(std::memory_order_seq_cst) > blocked_.load(std::memory_order_seq_cst) ||
+           spinners_.load(std::memory_order_seq_cst) > 0;
   }
   // In a multi-rank job, a worker polls the transport after a task when `interval`
   // passed since it last did (0: never). Workers then take up messages as they go,
@@ -132,6 +133,9 @@ class LocalScheduler final : public detail::Executor {
   void pass_the_search_on() noexcept;
   void worker_main(Worker* w);
   void poll_between_tasks(Worker* w) noexcept;
+  // Tells the multi-rank runtime that a worker stops polling (sleeps, parks or
+  // blocks), where workers poll (set_poll_between_tasks).
+  void tell_sleeping() noexcept;
   bool try_park(Worker* w) noexcept;
   void activate_spare() noexcept;
   bool try_grant(detail::TaskBase* task) noexcept;

@@ -130,8 +130,9 @@ class Distributed {
   // A worker between two tasks: polls (as poll()) where the progress thread leaves
   // polling to the workers (runtime/cluster.hpp, Config::workers_poll), else nothing.
   virtual int poll_after_task() noexcept { return 0; }
-  // A worker of this rank is about to sleep (no task, nothing expected): whoever
-  // stood back from polling because workers were awake takes it up again.
+  // A worker of this rank stops polling: it is about to sleep (no task), park (a
+  // spare no longer needed) or block in get/wait inside a task. Whoever stood back
+  // from polling because workers were awake takes it up again if none is left.
   virtual void worker_sleeping() noexcept {}
   // Sends an actor call (ready, see task.hpp) to the rank its actor lives on, where
   // it enters the actor's mailbox. Takes the task.
