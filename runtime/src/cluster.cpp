@@ -557,29 +557,36 @@ void Cluster::progress_main() {
     std::vector<NodeStatus> local_nodes;
     for (const auto& out : control_->flush(now, false, &local_nodes)) send_control_state(out);
     apply_node_statuses(local_nodes);
-    const auto since = [&](const std::atomic<std::int64_t>& ticks) {
-      return now - Clock::time_point(Clock::duration(ticks.load(std::memory_order_relaxed)));
+    const auto since = [&](const std::atomic<std::int64_t>& ticks, Clock::time_point t) {
+      return t - Clock::time_point(Clock::duration(ticks.load(std::memory_order_seq_cst)));
     };
-    const bool awaiting = awaited_.load(std::memory_order_relaxed) > 0 && since(last_shipped_) < kAwaitWindow;
+    const bool awaiting = awaited_.load(std::memory_order_relaxed) > 0 && since(last_shipped_, now) < kAwaitWindow;
     // Stand back: the workers share their cores with this thread, and one of them is
     // awake and polls (between tasks, or spinning for work). Polling here too would
     // take turns with it on its core: each turn a context switch, and a poll that
     // holds the transport while the MPI library yields the core keeps the worker
-    // from polling meanwhile. So sleep, waking for heartbeats, deferred sends, a
-    // worker going to sleep (worker_sleeping), or kStandBackNap. Not while this
-    // rank's own pulls, exports read through the transport, or awaited results
+    // from polling meanwhile. So sleep until a heartbeat is due, a poster has
+    // deferred sends, the last awake worker stops polling (worker_sleeping),
+    // something below starts (wake_standing_back), or kStandBackNap passes. Not while
+    // this rank's own pulls, exports read through the transport, or awaited results
     // need a poller that is always near (see below), nor while it runs tasks for
     // other ranks (within kAwaitWindow of the last): their results and the next
     // tasks flow best with a poller beside the workers (measured: throughput across
     // ranks fell by a quarter when this thread stood back there).
-    if (config_.workers_poll && local_.worker_awake() && !awaiting && since(last_served_) >= kAwaitWindow &&
-        fetches_in_flight_.load(std::memory_order_relaxed) == 0 &&
-        !(readers_need_progress_ && exported_.load(std::memory_order_relaxed) > 0)) {
+    const auto may_stand_back = [&](Clock::time_point t) {
+      return config_.workers_poll && local_.worker_awake() &&
+             !(awaited_.load(std::memory_order_seq_cst) > 0 && since(last_shipped_, t) < kAwaitWindow) &&
+             since(last_served_, t) >= kAwaitWindow && fetches_in_flight_.load(std::memory_order_seq_cst) == 0 &&
+             !(readers_need_progress_ && exported_.load(std::memory_order_seq_cst) > 0);
+    };
+    if (may_stand_back(now)) {
       if (n > 0) last_activity = now;
       const auto until = std::min(next_heartbeat, now + kStandBackNap);
       standing_back_.store(true, std::memory_order_seq_cst);
       progress_sleeping_.store(1, std::memory_order_seq_cst);
-      if (!deferred_.load(std::memory_order_seq_cst) && local_.worker_awake()) {
+      // Checked again after the flags are up: a change that wake_standing_back saw
+      // no flag for is seen here (both sides fence).
+      if (!deferred_.load(std::memory_order_seq_cst) && may_stand_back(Clock::now())) {
         detail::futex_wait(&progress_sleeping_, 1, std::max<Clock::duration>(until - now, Clock::duration::zero()));
       }
       progress_sleeping_.store(0, std::memory_order_relaxed);
@@ -633,6 +640,9 @@ void Cluster::worker_sleeping() noexcept {
 }
 
 void Cluster::wake_standing_back() noexcept {
+  // The caller's change (a counter or time stamp, stored before) is visible to the
+  // progress thread's second look, or this sees its flags.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (standing_back_.load(std::memory_order_seq_cst) && progress_sleeping_.load(std::memory_order_seq_cst)) {
     progress_sleeping_.store(0, std::memory_order_relaxed);
     detail::futex_wake(&progress_sleeping_, 1);
