@@ -560,7 +560,15 @@ void Cluster::progress_main() {
     const auto since = [&](const std::atomic<std::int64_t>& ticks, Clock::time_point t) {
       return t - Clock::time_point(Clock::duration(ticks.load(std::memory_order_seq_cst)));
     };
-    const bool awaiting = awaited_.load(std::memory_order_relaxed) > 0 && since(last_shipped_, now) < kAwaitWindow;
+    // Results of tasks sent to other ranks are awaited, within kAwaitWindow of the last.
+    const auto awaiting_at = [&](Clock::time_point t) {
+      return awaited_.load(std::memory_order_seq_cst) > 0 && since(last_shipped_, t) < kAwaitWindow;
+    };
+    // This rank's pulls are in flight, or it holds exports read through the transport.
+    const auto transfers_need_polling = [&] {
+      return fetches_in_flight_.load(std::memory_order_seq_cst) > 0 ||
+             (readers_need_progress_ && exported_.load(std::memory_order_seq_cst) > 0);
+    };
     // Stand back: the workers share their cores with this thread, and one of them is
     // awake and polls (between tasks, or spinning for work). Polling here too would
     // take turns with it on its core: each turn a context switch, and a poll that
@@ -574,10 +582,8 @@ void Cluster::progress_main() {
     // tasks flow best with a poller beside the workers (measured: throughput across
     // ranks fell by a quarter when this thread stood back there).
     const auto may_stand_back = [&](Clock::time_point t) {
-      return config_.workers_poll && local_.worker_awake() &&
-             !(awaited_.load(std::memory_order_seq_cst) > 0 && since(last_shipped_, t) < kAwaitWindow) &&
-             since(last_served_, t) >= kAwaitWindow && fetches_in_flight_.load(std::memory_order_seq_cst) == 0 &&
-             !(readers_need_progress_ && exported_.load(std::memory_order_seq_cst) > 0);
+      return config_.workers_poll && local_.worker_awake() && !awaiting_at(t) &&
+             since(last_served_, t) >= kAwaitWindow && !transfers_need_polling();
     };
     if (may_stand_back(now)) {
       if (n > 0) last_activity = now;
@@ -614,9 +620,7 @@ void Cluster::progress_main() {
     // yielding progress thread would take about half of a worker's time. Sleep
     // briefly instead; a worker that runs out of work polls the transport itself.
     const bool workers_busy = local_.running() >= local_.workers();
-    if (!workers_busy && (now - last_activity < config_.spin * 4 || fetches_in_flight_.load(std::memory_order_relaxed) > 0 ||
-                          awaiting ||
-                          (readers_need_progress_ && exported_.load(std::memory_order_relaxed) > 0))) {
+    if (!workers_busy && (now - last_activity < config_.spin * 4 || transfers_need_polling() || awaiting_at(now))) {
       sched_yield();
       continue;
     }
