@@ -41,6 +41,23 @@ TEST(FrameTest, Crc32cKnownValue) {
   EXPECT_EQ(bytewise, whole);
 }
 
+TEST(FrameTest, Crc32cOfLongRunsEqualsBytewise) {
+  // Long runs are checksummed as interleaved streams and combined: every length and
+  // alignment around the stream sizes gives what one byte at a time gives.
+  std::vector<std::byte> big(40000);
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
+  const auto bytewise = [](std::span<const std::byte> s, std::uint32_t c) {
+    for (std::byte b : s) c = brisk::crc32c(std::span<const std::byte>(&b, 1), c);
+    return c;
+  };
+  for (std::size_t offset : {0u, 1u, 5u}) {
+    for (std::size_t n : {767u, 768u, 769u, 6143u, 6144u, 6151u, 7000u, 12288u, 39000u}) {
+      const auto s = std::span<const std::byte>(big).subspan(offset, n);
+      EXPECT_EQ(brisk::crc32c(s, 0x1234u), bytewise(s, 0x1234u)) << offset << " " << n;
+    }
+  }
+}
+
 std::string error_of(std::vector<std::byte> frame) {
   auto v = brisk::decode_frame(frame);
   EXPECT_FALSE(v.ok());
