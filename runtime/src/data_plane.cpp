@@ -150,14 +150,15 @@ void RuntimeDataPlane::send(const Epoch& e, int from, int to, std::vector<std::b
   if (current() != &e) return;
   const int process = to >= 0 ? e.hosts[static_cast<std::size_t>(to)] : to_process;
   if (process == rank_) {
-    if (to >= 0) dispatch(e, from, to, std::move(message));
+    if (to < 0) return;
+    if (DataWorker* w = route(e, from, to, message)) w->post(from, std::move(message));
     return;
   }
   const auto head = encode_header({e.number, from, to});
   cluster_->send_data(Rank{process}, head, message);
 }
 
-void RuntimeDataPlane::dispatch(const Epoch& e, int from, int to, std::vector<std::byte> message) {
+DataWorker* RuntimeDataPlane::route(const Epoch& e, int from, int to, std::span<const std::byte> message) {
   if (!message.empty() && to_controller(static_cast<std::uint8_t>(message[0]))) {
     if (to == 0 && e.controller) {
       e.controller->handle(from, message);
@@ -165,15 +166,14 @@ void RuntimeDataPlane::dispatch(const Epoch& e, int from, int to, std::vector<st
       std::fprintf(stderr, "brisk: rank %d: dropped a data reply from rank %d to rank %d: only rank 0 takes replies\n",
                    rank_, from, to);
     }
-    return;
+    return nullptr;
   }
   DataWorker* w = e.workers[static_cast<std::size_t>(to)];
   if (!w) {
     std::fprintf(stderr, "brisk: rank %d: dropped a data message from rank %d for rank %d, which is not served here\n",
                  rank_, from, to);
-    return;
   }
-  w->post(from, std::move(message));
+  return w;
 }
 
 void RuntimeDataPlane::receive(int from, std::span<const std::byte> payload) {
@@ -205,7 +205,9 @@ void RuntimeDataPlane::receive(int from, std::span<const std::byte> payload) {
                  rank_, from, h.from, h.to, logical);
     return;
   }
-  dispatch(e, h.from, h.to, std::vector<std::byte>(body.begin(), body.end()));
+  // The body lives in the transport's receive buffer: a copy is unpacked from it
+  // where it can be, and only what is queued is copied.
+  if (DataWorker* w = route(e, h.from, h.to, body)) w->post_view(h.from, body);
 }
 
 void RuntimeDataPlane::on_plane_message(int from_process, std::uint32_t epoch, std::span<const std::byte> body) {

@@ -82,6 +82,9 @@ struct DataWorker::Node {
   Node* first[4] = {};
   std::vector<Node*> more;
   std::vector<std::byte> data;  // recv: the copy
+  // recv: the copy inside the message being handled, when the recv runs as it
+  // arrives (DataWorker::on_copy); then `data` stays empty.
+  std::span<const std::byte> view;
   std::uint64_t key = 0;
   TaskId id;
   std::span<const std::byte> params;
@@ -201,14 +204,23 @@ class DataWorker::DrainTask final : public detail::TaskBase {
   DataWorker* worker_;
 };
 
-void DataWorker::post(int from, std::vector<std::byte> message) {
+bool DataWorker::handle_at_once(int from, std::span<const std::byte> message) {
   // Copies and checkpoint plans need no ordering with the commands: handled at once
   // (a plan must be in place before the checkpoint that follows it is written).
-  if (!message.empty() && (message[0] == std::byte{static_cast<std::uint8_t>(DataMessage::kCopy)} ||
-                           message[0] == std::byte{static_cast<std::uint8_t>(DataMessage::kCheckpointPlan)})) {
-    handle(from, message);
-    return;
+  if (message.empty() || (message[0] != std::byte{static_cast<std::uint8_t>(DataMessage::kCopy)} &&
+                          message[0] != std::byte{static_cast<std::uint8_t>(DataMessage::kCheckpointPlan)})) {
+    return false;
   }
+  handle(from, message);
+  return true;
+}
+
+void DataWorker::post_view(int from, std::span<const std::byte> message) {
+  if (!handle_at_once(from, message)) post(from, std::vector<std::byte>(message.begin(), message.end()));
+}
+
+void DataWorker::post(int from, std::vector<std::byte> message) {
+  if (handle_at_once(from, message)) return;
   bool start = false;
   {
     std::lock_guard lock(inbox_mutex_);
@@ -540,20 +552,29 @@ void DataWorker::add_stats(detail::DataPlaneStats& s) const {
 void DataWorker::on_copy(Reader& r) {
   std::uint64_t key = 0;
   r(key);
-  std::vector<std::byte> data(r.remaining());
-  r.read_bytes(data.data(), data.size());
+  const std::span<const std::byte> bytes = r.rest();
   Node* node = nullptr;
   {
     std::lock_guard lock(mutex_);
     if (key < settled_below_) throw Error(fmt::format("copy {} arrived after every command that could want it ran", key));
     auto it = awaiting_.find(key);
     if (it == awaiting_.end()) {
-      if (!arrived_.emplace(key, std::move(data)).second) throw Error(fmt::format("copy {} arrived twice", key));
+      if (!arrived_.emplace(key, std::vector<std::byte>(bytes.begin(), bytes.end())).second) {
+        throw Error(fmt::format("copy {} arrived twice", key));
+      }
       return;
     }
     node = it->second;
     awaiting_.erase(it);
-    node->data = std::move(data);
+  }
+  // The recv unpacks the message in place when it runs right here: its data is the
+  // last thing it waits for (nobody else can release that), it is small enough to
+  // run inline, and no inline chain on this thread would run it later. Otherwise
+  // it keeps a copy.
+  if (!t_inline_queue && bytes.size() <= kInlineRecvBytes && node->deps.load(std::memory_order_acquire) == 1) {
+    node->view = bytes;
+  } else {
+    node->data.assign(bytes.begin(), bytes.end());
   }
   ready(node);
 }
@@ -706,8 +727,9 @@ void DataWorker::execute(Node* node) noexcept {
         break;
       }
       case DataCommand::kRecv: {
-        Reader r(node->data);
+        Reader r(node->view.data() ? node->view : std::span<const std::byte>(node->data));
         e.types[0]->read(r, e.instances[0]->value);
+        node->view = {};
         std::vector<std::byte>().swap(node->data);
         break;
       }

@@ -1000,6 +1000,37 @@ TEST_F(DataWorkerMalformedTest, EachBadMessageIsReportedAndDroppedAndTheWorkerCa
   EXPECT_EQ(f_.worker(0).malformed(), 0u);
 }
 
+// A copy handed over in a buffer that is reused right after the call (a transport's
+// receive buffer) is read before post_view returns: in place when its recv waits for
+// it, kept as a copy when it comes first.
+TEST_F(DataWorkerMalformedTest, ACopyInABorrowedBufferIsReadBeforeTheCallReturns) {
+  DataController& c = f_.controller();
+  const std::uint32_t ds = c.create("borrowed", log_type(), {1, 1});
+  c.sync();
+  DataWorker& w = f_.worker(1);
+  auto post_and_scribble = [&](std::uint64_t key, const Log& value) {
+    Bytes m = copy_message(key, value);
+    w.post_view(0, m);
+    std::fill(m.begin(), m.end(), std::byte{0xEE});
+  };
+  // The recv waits first: the copy is unpacked from the message itself.
+  EXPECT_TRUE(w.handle(0, commands_message({recv_command(ds, 0, kKey, 0), deliver_command(ds, 0, kKey + 1)})));
+  post_and_scribble(kKey, Log{{41}, {0}});
+  EXPECT_EQ(brisk::from_bytes<Log>(c.fetch_wait(kKey + 1)), (Log{{41}, {0}}));
+  // The copy comes first: it is kept until its recv.
+  post_and_scribble(kKey + 2, Log{{42}, {0}});
+  EXPECT_TRUE(w.handle(0, commands_message({recv_command(ds, 1, kKey + 2, 0), deliver_command(ds, 1, kKey + 3)})));
+  EXPECT_EQ(brisk::from_bytes<Log>(c.fetch_wait(kKey + 3)), (Log{{42}, {0}}));
+  // The recv waits for an earlier reader as well as for its data: a copy.
+  brisk::DataCommand first = recv_command(ds, 0, kKey + 4, 0), second = recv_command(ds, 0, kKey + 5, 0);
+  EXPECT_TRUE(w.handle(0, commands_message({first, second, deliver_command(ds, 0, kKey + 6)})));
+  post_and_scribble(kKey + 5, Log{{44}, {0}});
+  post_and_scribble(kKey + 4, Log{{43}, {0}});
+  EXPECT_EQ(brisk::from_bytes<Log>(c.fetch_wait(kKey + 6)), (Log{{44}, {0}}));
+  c.sync();
+  EXPECT_EQ(w.malformed(), 0u);
+}
+
 // A copy that arrives again after its recv consumed the first is reported and dropped
 // (handle returns false), like a duplicate before the recv: after a sync, every copy
 // keyed below the sync's mark has been consumed.

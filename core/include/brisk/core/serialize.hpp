@@ -637,6 +637,8 @@ class Reader {
   }
 
   std::size_t remaining() const noexcept { return size_ - pos_; }
+  // The bytes not read yet (they stay unread).
+  std::span<const std::byte> rest() const noexcept { return {data_ + pos_, remaining()}; }
 
  private:
   friend struct detail::serial::ArchiveAccess;

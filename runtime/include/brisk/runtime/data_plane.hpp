@@ -137,8 +137,10 @@ class RuntimeDataPlane final : public detail::DataPlane {
   // Sends `message` from logical rank `from` to logical rank `to` (-1: the data
   // plane of process `to_process`) as epoch `e` routes it; nothing once `e` is over.
   void send(const Epoch& e, int from, int to, std::vector<std::byte> message, int to_process = -1);
-  // Hands a message for logical rank `to` (served here in `e`) to its worker or controller.
-  void dispatch(const Epoch& e, int from, int to, std::vector<std::byte> message);
+  // Where a message for logical rank `to` (served here in `e`) goes: a reply to the
+  // controller is handled here (nullptr), anything else goes to the returned worker
+  // (nullptr, reported: `to` is not served here).
+  DataWorker* route(const Epoch& e, int from, int to, std::span<const std::byte> message);
   // Starts epoch `number` with `hosts` on this rank (fresh workers, and on rank 0 a
   // fresh controller); false if it is not newer than the current one.
   bool start_epoch(std::uint32_t number, const std::vector<int>& hosts);

@@ -52,6 +52,10 @@ class DataWorker {
   // Queues a message to be handled in order on one of the executor's workers (the
   // caller does not wait for the commands to be linked); a copy is handled at once.
   void post(int from, std::vector<std::byte> message);
+  // The same for bytes that stay valid only during the call (a transport's receive
+  // buffer): a copy is handled at once, and unpacked from `message` itself when its
+  // recv can run now; anything queued is copied first.
+  void post_view(int from, std::span<const std::byte> message);
 
   // Checkpoints. The partitions this rank writes into checkpoint `sequence` (as its
   // kCheckpointPlan said), serialized: (object name, bytes). Call when the rank is
@@ -99,6 +103,9 @@ class DataWorker {
   class DrainTask;
   class Busy;
   void drain() noexcept;
+  // Handles the message now if its kind needs no ordering with the commands (copies,
+  // checkpoint plans); false when it must be queued.
+  bool handle_at_once(int from, std::span<const std::byte> message);
   struct DataSetInfo {
     std::string name;
     const detail::DataTypeOps* type = nullptr;
