@@ -304,7 +304,10 @@ void DataController::wait_until(const std::function<bool()>& done) {
       throw TaskError(std::move(f));
     }
     if (done()) return;
-    reply_cv_.wait_for(lock, std::chrono::milliseconds(1));
+    // Every reply, failure and abort notifies; the timeout is only a safety net. (A
+    // short one woke the driver for nothing once per millisecond, each time taking
+    // the core from the worker it shares it with.)
+    reply_cv_.wait_for(lock, std::chrono::milliseconds(100));
   }
 }
 
