@@ -195,6 +195,7 @@ void DataController::submit(detail::DataTaskSpec spec, std::shared_ptr<const std
   cmd.function = spec.function;
   cmd.accesses = std::move(spec.accesses);
   cmd.args = std::move(spec.args);
+  cmd.flags = spec.runs_inline ? DataCommand::kRunsInline : 0;
   cmd.task = next_task_++;
   cmd.params = static_cast<std::uint32_t>(p.params.size() - 1);
   push(rank, std::move(cmd));
@@ -479,6 +480,7 @@ DataCommand DataController::compute_command(const ControllerTemplate& t, std::ui
   c.function = tt.function;
   c.accesses = tt.accesses;
   c.args = tt.args;
+  c.flags = tt.runs_inline ? DataCommand::kRunsInline : 0;
   c.task = task;
   return c;
 }
@@ -532,7 +534,7 @@ std::uint32_t DataController::install(const std::string& name, std::vector<detai
         t->uses_of_task[j].push_back(it->second);
       }
     }
-    t->tasks.push_back(TemplateTask{s.function, std::move(s.accesses), std::move(s.args), rank});
+    t->tasks.push_back(TemplateTask{s.function, std::move(s.accesses), std::move(s.args), rank, s.runs_inline});
   }
   for (Use& u : t->uses) {
     derive(*t, u);

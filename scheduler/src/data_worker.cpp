@@ -323,6 +323,9 @@ std::shared_ptr<DataWorker::Entry> DataWorker::make_entry(DataCommand cmd) {
   auto e = std::make_shared<Entry>();
   if (cmd.kind > DataCommand::kDeliver) throw Error(fmt::format("unknown command kind {}", cmd.kind));
   if (cmd.kind != DataCommand::kCompute && cmd.accesses.size() != 1) throw Error("a copy command must name one partition");
+  if ((cmd.flags & ~DataCommand::kRunsInline) != 0 || (cmd.flags != 0 && cmd.kind != DataCommand::kCompute)) {
+    throw Error(fmt::format("a command of kind {} has the invalid flags {:#x}", cmd.kind, cmd.flags));
+  }
   e->instances.reserve(cmd.accesses.size());
   for (const auto& a : cmd.accesses) {
     if (static_cast<std::uint8_t>(a.mode) < 1 || static_cast<std::uint8_t>(a.mode) > 3) {
@@ -667,11 +670,13 @@ void DataWorker::ready(Node* node) noexcept {
   if (node->deps.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   // Copies run at once on the thread that made them ready: a send queued behind
   // computes would hold up the rank that waits for it (the executor runs its own
-  // newest work first). Large incoming copies are unpacked on a worker instead.
+  // newest work first). Large incoming copies are unpacked on a worker instead. So
+  // do computes declared runs_inline (a reduction's combine, a few microseconds).
   const DataCommand& c = node->entry->cmd;
-  const bool inline_copy = c.kind == DataCommand::kSend || c.kind == DataCommand::kDeliver ||
-                           (c.kind == DataCommand::kRecv && node->data.size() <= kInlineRecvBytes);
-  if (inline_copy) {
+  const bool inline_run = c.kind == DataCommand::kSend || c.kind == DataCommand::kDeliver ||
+                          (c.kind == DataCommand::kRecv && node->data.size() <= kInlineRecvBytes) ||
+                          (c.kind == DataCommand::kCompute && (c.flags & DataCommand::kRunsInline) != 0);
+  if (inline_run) {
     if (t_inline_queue) {
       t_inline_queue->emplace_back(this, node);
       return;

@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <ostream>
@@ -119,6 +120,20 @@ void dp_fail_if_negative(brisk::DataTask& t) {
 }
 BRISK_DATA_TASK(dp_fail_if_negative);
 
+// Where each dp_where task ran, by its argument.
+std::mutex g_where_mutex;
+std::map<int, std::thread::id> g_where;
+// As dp_append (reading log(1) too), noting the thread it runs on.
+void dp_where(brisk::DataTask& t) {
+  {
+    std::lock_guard lock(g_where_mutex);
+    g_where[t.args<int>()] = std::this_thread::get_id();
+  }
+  (void)t.read<Log>(1);
+  dp_append(t);
+}
+BRISK_DATA_TASK(dp_where);
+
 // big(0) = args doubles of value 1.5.
 void dp_fill_big(brisk::DataTask& t) { t.write<Big>(0).assign(static_cast<std::size_t>(t.args<int>()), 1.5); }
 BRISK_DATA_TASK(dp_fill_big);
@@ -217,6 +232,8 @@ class Fabric {
   DataController& controller() { return *controller_; }
   DataWorker& worker(int r) { return *workers_.at(static_cast<std::size_t>(r)); }
   int size() const { return size_; }
+  // The thread that delivers messages between ranks (a transport's progress thread).
+  std::thread::id wire_thread() const { return wire_.get_id(); }
 
   std::uint64_t delivered(DataMessage kind) const {
     return delivered_[static_cast<std::size_t>(kind)].load(std::memory_order_relaxed);
@@ -952,6 +969,12 @@ TEST_F(DataWorkerMalformedTest, EachBadMessageIsReportedAndDroppedAndTheWorkerCa
   brisk::DataCommand bad_kind = compute;
   bad_kind.kind = 9;
   expect_dropped(commands_message({bad_kind}), "an unknown command kind");
+  brisk::DataCommand bad_flags = compute;
+  bad_flags.flags = 0x80;
+  expect_dropped(commands_message({bad_flags}), "unknown command flags");
+  brisk::DataCommand inline_copy = recv_command(ds, 1, kKey + 9, 0);
+  inline_copy.flags = brisk::DataCommand::kRunsInline;
+  expect_dropped(commands_message({inline_copy}), "a copy declared inline");
   brisk::DataCommand bad_mode = compute;
   bad_mode.accesses = {DataAccess{ds, 0, static_cast<DataMode>(7)}};
   expect_dropped(commands_message({bad_mode}), "an invalid access mode");
@@ -998,6 +1021,42 @@ TEST_F(DataWorkerMalformedTest, EachBadMessageIsReportedAndDroppedAndTheWorkerCa
   expect_still_works(ds);
   EXPECT_EQ(w.malformed(), bad);
   EXPECT_EQ(f_.worker(0).malformed(), 0u);
+}
+
+// A task declared runs_inline runs on the thread that makes it ready: here, the one
+// that delivers the copy it waits for (the last of its inputs, as the writer on rank 0
+// is slow), unless the task before it on rank 1 finished later. Others go to a worker.
+TEST(DataPlaneInlineTaskTest, AnInlineTaskRunsOnTheThreadThatMakesItReady) {
+  Watchdog watchdog{std::chrono::seconds(30)};
+  Fabric f(2, 2);
+  DataController& c = f.controller();
+  const std::uint32_t ds = c.create("inline", log_type(), {0, 1});
+  constexpr int kTasks = 12;
+  for (int i = 0; i < kTasks; ++i) {
+    c.submit(spec(dp_slow_append, {rw(ds, 0)}, i, 0), nullptr);
+    DataTaskSpec s = spec(dp_where, {rw(ds, 1), rd(ds, 0)}, i, 1);
+    s.runs_inline = i % 2 == 0;
+    c.submit(std::move(s), nullptr);
+  }
+  c.sync();
+  Log want;
+  for (int i = 0; i < kTasks; ++i) {
+    want.values.push_back(i);
+    want.ranks.push_back(1);
+  }
+  EXPECT_EQ(f.fetch<Log>(ds, 1), want);
+  std::lock_guard lock(g_where_mutex);
+  int on_wire = 0;
+  for (int i = 0; i < kTasks; ++i) {
+    if (i % 2 == 0) {
+      const bool wire = g_where.at(i) == f.wire_thread();
+      EXPECT_TRUE(wire || (i > 0 && g_where.at(i) == g_where.at(i - 1))) << "inline task " << i;
+      on_wire += wire ? 1 : 0;
+    } else {
+      EXPECT_NE(g_where.at(i), f.wire_thread()) << "task " << i << " is not inline";
+    }
+  }
+  EXPECT_GT(on_wire, 0) << "no inline task ran where its copy landed";
 }
 
 // A copy handed over in a buffer that is reused right after the call (a transport's

@@ -12,7 +12,8 @@
 // reduction is an allreduce made of tasks: each rank gathers its blocks' partials
 // into a vector with one slot per block (zeros elsewhere), every rank reads every
 // rank's vector, adds them (adding zeros is exact) and sums in block order, as
-// physbam_mpi does. The scalars (beta, alpha, converged) are then local on every
+// physbam_mpi does; both tasks are declared runs_inline, so no hand-off to a worker
+// lengthens the reduction. The scalars (beta, alpha, converged) are then local on every
 // rank, so only the loops' branches go through the driver, and the CG loop keeps one
 // iteration in flight ahead of its branch: an iteration issued after convergence
 // finds `converged` set and leaves everything as it is.
@@ -437,20 +438,22 @@ class Simulation {
     }
   }
   // An allreduce of the per-block `partials` into every rank's scalars with `f`
-  // (rank partials, then one reduce task per rank that reads all of them).
+  // (rank partials, then one reduce task per rank that reads all of them). Both
+  // tasks take a microsecond or less: they run inline, on the thread that finished
+  // the last partial or received the last rank's.
   void allreduce(brisk::DataFunction f, brisk::DataSet<Partial>& partials, brisk::DataSet<RankPartials>& rp,
                  double arg = 0) {
     const int n = brisk::data_ranks();
     for (int r = 0; r < n; ++r) {
       const auto& mine = blocks_of_[static_cast<std::size_t>(r)];
       auto t = brisk::data_task(gather_partials);
-      t.writes(rp, static_cast<std::size_t>(r)).args(std::make_pair(mine, nb_));
+      t.writes(rp, static_cast<std::size_t>(r)).args(std::make_pair(mine, nb_)).runs_inline();
       for (int b : mine) t.reads(partials, static_cast<std::size_t>(b));
       t.submit();
     }
     for (int r = 0; r < n; ++r) {
       auto t = brisk::data_task(f);
-      t.updates(scalars_, static_cast<std::size_t>(r)).args(arg);
+      t.updates(scalars_, static_cast<std::size_t>(r)).args(arg).runs_inline();
       for (int q = 0; q < n; ++q) t.reads(rp, static_cast<std::size_t>(q));
       t.submit();
     }

@@ -113,6 +113,7 @@ struct DataTaskSpec {
   std::vector<DataAccess> accesses;
   std::vector<std::byte> args;  // .args(value), serialized
   int rank = -1;                // .on(rank), or -1: where the first written partition lives
+  bool runs_inline = false;     // .runs_inline()
 };
 
 // What a rank's data plane reports about itself (tests, benchmarks).
@@ -377,6 +378,16 @@ class DataTaskBuilder {
   }
   // Runs it on `rank` instead of where its first written partition lives.
   DataTaskBuilder& on(int rank);
+  // For a task of a few microseconds that never blocks (a reduction combining
+  // partial sums): it runs on the thread that makes it ready, as copies do (the
+  // worker that finished its last input, or the thread that received its last copy,
+  // possibly the rank's progress thread) instead of being handed to a worker.
+  // Ordering and results are as for any task; it saves a hand-off on a chain where
+  // every microsecond waits (an allreduce between ranks). It must not call brisk.
+  DataTaskBuilder& runs_inline() {
+    spec_.runs_inline = true;
+    return *this;
+  }
   // Issues it (or, while a template body is recorded, records it). Returns its
   // index in the block being recorded, or the count of tasks submitted so far.
   std::size_t submit();

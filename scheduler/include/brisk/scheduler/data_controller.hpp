@@ -156,6 +156,7 @@ class DataController {
     std::vector<detail::DataAccess> accesses;
     std::vector<std::byte> args;
     int rank;
+    bool runs_inline = false;
   };
   struct ControllerTemplate {
     std::string name;

@@ -123,7 +123,9 @@ inline std::string checkpoint_object_name(const std::string& dataset, std::uint3
 
 struct DataCommand {
   enum Kind : std::uint8_t { kCompute = 0, kSend = 1, kRecv = 2, kDeliver = 3 };
+  enum Flags : std::uint8_t { kRunsInline = 1 };  // compute: DataTaskBuilder::runs_inline
   std::uint8_t kind = kCompute;
+  std::uint8_t flags = 0;
   // Templates: a command id stable across edits (compute: 2 * task index; a copy's
   // send and recv: 2 * copy id + 1) and its position in program order.
   std::uint64_t id = 0;
@@ -138,7 +140,7 @@ struct DataCommand {
 
   template <class A>
   void serialize(A& ar) {
-    ar(kind, id, position, function.value, accesses, args, peer, key, task, params);
+    ar(kind, flags, id, position, function.value, accesses, args, peer, key, task, params);
   }
 };
 
