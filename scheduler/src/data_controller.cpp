@@ -616,7 +616,8 @@ std::optional<std::map<std::uint32_t, std::uint32_t>> DataController::same_tasks
   for (std::size_t j = 0; j < specs.size(); ++j) {
     const TemplateTask& then = c.t.tasks[j];
     const detail::DataTaskSpec& now = specs[j];
-    if (then.function != now.function || then.args != now.args || then.accesses.size() != now.accesses.size()) {
+    if (then.function != now.function || then.args != now.args || then.runs_inline != now.runs_inline ||
+        then.accesses.size() != now.accesses.size()) {
       return std::nullopt;
     }
     for (std::size_t i = 0; i < now.accesses.size(); ++i) {

@@ -64,7 +64,7 @@ class DataWorker::RunNode final : public detail::TaskBase {
   static void operator delete(void* p) noexcept;
   void start() noexcept override {}
   void run() noexcept override { worker_->execute(node_); }
-  void cancel(std::shared_ptr<const ErrorInfo>) noexcept override { worker_->complete(node_); }
+  void cancel(std::shared_ptr<const ErrorInfo>) noexcept override;
   bool encode_args(Writer&, detail::ObjectCodec&, Rank) override { return false; }
   void arg_objects(std::vector<detail::ObjectState*>&) const override {}
 
@@ -103,7 +103,17 @@ void release_to(Batch* batch) noexcept {
 // Copies ready on this thread while it already runs one inline (a trampoline, so
 // that a chain of copies does not recurse).
 thread_local std::vector<std::pair<void*, void*>>* t_inline_queue = nullptr;  // (worker, node)
+// Set while the executor cancels a command (it is shutting down): computes that this
+// makes ready go back to the executor, which cancels them too, instead of running
+// inline on inputs that were never produced.
+thread_local bool t_cancelling = false;
 }  // namespace
+
+void DataWorker::RunNode::cancel(std::shared_ptr<const ErrorInfo>) noexcept {
+  const bool was = std::exchange(t_cancelling, true);
+  worker_->complete(node_);
+  t_cancelling = was;
+}
 
 void DataWorker::RunNode::operator delete(void* p) noexcept {
   auto* slot = reinterpret_cast<Node::Slot*>(static_cast<unsigned char*>(p) - offsetof(Node::Slot, storage));
@@ -675,7 +685,8 @@ void DataWorker::ready(Node* node) noexcept {
   const DataCommand& c = node->entry->cmd;
   const bool inline_run = c.kind == DataCommand::kSend || c.kind == DataCommand::kDeliver ||
                           (c.kind == DataCommand::kRecv && node->data.size() <= kInlineRecvBytes) ||
-                          (c.kind == DataCommand::kCompute && (c.flags & DataCommand::kRunsInline) != 0);
+                          (c.kind == DataCommand::kCompute && (c.flags & DataCommand::kRunsInline) != 0 &&
+                           !t_cancelling);
   if (inline_run) {
     if (t_inline_queue) {
       t_inline_queue->emplace_back(this, node);
@@ -734,7 +745,6 @@ void DataWorker::execute(Node* node) noexcept {
       case DataCommand::kRecv: {
         Reader r(node->view.data() ? node->view : std::span<const std::byte>(node->data));
         e.types[0]->read(r, e.instances[0]->value);
-        node->view = {};
         std::vector<std::byte>().swap(node->data);
         break;
       }
@@ -745,6 +755,7 @@ void DataWorker::execute(Node* node) noexcept {
   } catch (...) {
     report_failure(e.name, "an unknown exception");
   }
+  node->view = {};  // the message it pointed into is not kept
   if (events_) events_->record(EventKind::kEnd, node->id.lo, e.name);
   busy.done();
   complete(node);

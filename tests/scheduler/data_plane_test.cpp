@@ -1025,7 +1025,8 @@ TEST_F(DataWorkerMalformedTest, EachBadMessageIsReportedAndDroppedAndTheWorkerCa
 
 // A task declared runs_inline runs on the thread that makes it ready: here, the one
 // that delivers the copy it waits for (the last of its inputs, as the writer on rank 0
-// is slow), unless the task before it on rank 1 finished later. Others go to a worker.
+// is slow), unless the task before it on rank 1 finished later (a recv waits for the
+// readers before it). Others go to a worker.
 TEST(DataPlaneInlineTaskTest, AnInlineTaskRunsOnTheThreadThatMakesItReady) {
   Watchdog watchdog{std::chrono::seconds(30)};
   Fabric f(2, 2);
@@ -1049,8 +1050,10 @@ TEST(DataPlaneInlineTaskTest, AnInlineTaskRunsOnTheThreadThatMakesItReady) {
   int on_wire = 0;
   for (int i = 0; i < kTasks; ++i) {
     if (i % 2 == 0) {
+      // The first may find its copy already there when rank 1 links it (its commands
+      // reach rank 1 late on a loaded machine): it then runs where it was linked.
       const bool wire = g_where.at(i) == f.wire_thread();
-      EXPECT_TRUE(wire || (i > 0 && g_where.at(i) == g_where.at(i - 1))) << "inline task " << i;
+      if (i > 0) EXPECT_TRUE(wire || g_where.at(i) == g_where.at(i - 1)) << "inline task " << i;
       on_wire += wire ? 1 : 0;
     } else {
       EXPECT_NE(g_where.at(i), f.wire_thread()) << "task " << i << " is not inline";

@@ -380,10 +380,13 @@ class DataTaskBuilder {
   DataTaskBuilder& on(int rank);
   // For a task of a few microseconds that never blocks (a reduction combining
   // partial sums): it runs on the thread that makes it ready, as copies do (the
-  // worker that finished its last input, or the thread that received its last copy,
-  // possibly the rank's progress thread) instead of being handed to a worker.
-  // Ordering and results are as for any task; it saves a hand-off on a chain where
-  // every microsecond waits (an allreduce between ranks). It must not call brisk.
+  // worker that finished its last input, or the thread that received its last copy:
+  // a polling worker, the rank's progress thread, or the driver polling once before
+  // it waits) instead of being handed to a worker. Ordering and results are as for
+  // any task; it saves a hand-off on a chain where every microsecond waits (an
+  // allreduce between ranks). It must not call brisk. A slow one holds up the
+  // transport while it runs (a rank that misses heartbeats long enough is declared
+  // lost), and inline tasks made ready together run one after another.
   DataTaskBuilder& runs_inline() {
     spec_.runs_inline = true;
     return *this;
