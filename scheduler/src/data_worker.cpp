@@ -680,8 +680,9 @@ void DataWorker::ready(Node* node) noexcept {
   if (node->deps.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   // Copies run at once on the thread that made them ready: a send queued behind
   // computes would hold up the rank that waits for it (the executor runs its own
-  // newest work first). Large incoming copies are unpacked on a worker instead. So
-  // do computes declared runs_inline (a reduction's combine, a few microseconds).
+  // newest work first). Large incoming copies are unpacked on a worker instead.
+  // Computes declared runs_inline (a reduction's combine, a few microseconds) run at
+  // once too, except while the executor cancels commands.
   const DataCommand& c = node->entry->cmd;
   const bool inline_run = c.kind == DataCommand::kSend || c.kind == DataCommand::kDeliver ||
                           (c.kind == DataCommand::kRecv && node->data.size() <= kInlineRecvBytes) ||
