@@ -40,7 +40,7 @@ struct DataWorker::Entry {
 };
 
 struct DataWorker::Batch {
-  std::vector<std::shared_ptr<Entry>> entries;
+  std::shared_ptr<const std::vector<std::shared_ptr<Entry>>> entries;  // one per node
   std::vector<std::shared_ptr<const std::vector<std::byte>>> params;
   std::unique_ptr<Node[]> nodes;
   std::size_t count = 0;
@@ -52,6 +52,15 @@ struct DataWorker::Template {
   // (position, id) -> command, in program order.
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::shared_ptr<Entry>> commands;
   std::unordered_map<std::uint64_t, std::uint64_t> position_of;  // id -> position
+  // The commands in program order, shared by the instantiations that run them (one
+  // reference per instantiation, not one per command); made again on every change.
+  std::shared_ptr<const std::vector<std::shared_ptr<Entry>>> order;
+  void commands_changed() {
+    auto v = std::make_shared<std::vector<std::shared_ptr<Entry>>>();
+    v->reserve(commands.size());
+    for (const auto& [where, entry] : commands) v->push_back(entry);
+    order = std::move(v);
+  }
 };
 
 // Runs one ready command on an executor worker. Lives inside its Node (in a
@@ -89,9 +98,10 @@ struct DataWorker::Node {
   TaskId id;
   std::span<const std::byte> params;
   struct Slot {
+    explicit Slot(Node* n) noexcept : node(n) {}  // storage stays unwritten until used
     Node* node;
     alignas(RunNode) unsigned char storage[sizeof(RunNode)];
-  } slot{this, {}};
+  } slot{this};
 };
 
 namespace {
@@ -413,17 +423,19 @@ void DataWorker::on_commands(Reader& r) {
   if (cmds.empty()) return;
   {
     std::lock_guard lock(mutex_);
-    batch->entries.reserve(cmds.size());
+    auto entries = std::make_shared<std::vector<std::shared_ptr<Entry>>>();
+    entries->reserve(cmds.size());
     for (auto& c : cmds) {
       if (c.kind == DataCommand::kCompute && c.params >= batch->params.size() && !batch->params.empty()) {
         throw Error(fmt::format("a command names parameters {} of {}", c.params, batch->params.size()));
       }
-      batch->entries.push_back(make_entry(std::move(c)));
+      entries->push_back(make_entry(std::move(c)));
     }
+    batch->entries = std::move(entries);
     for (std::size_t i = 0; i < batch->count; ++i) {
       Node& n = batch->nodes[i];
       n.batch = batch.get();
-      n.entry = batch->entries[i].get();
+      n.entry = (*batch->entries)[i].get();
       const DataCommand& c = n.entry->cmd;
       n.key = c.key;
       n.id = data_task_id(c.task);
@@ -453,6 +465,7 @@ void DataWorker::on_install(Reader& r) {
     if (!t->position_of.emplace(cid, pos).second) throw Error(fmt::format("template '{}' repeats command {}", t->name, cid));
     t->commands.emplace(std::make_pair(pos, cid), make_entry(std::move(c)));
   }
+  t->commands_changed();
   templates_[id] = std::move(t);
 }
 
@@ -484,6 +497,7 @@ void DataWorker::on_adopt(Reader& r) {
     t->commands.emplace(where, make_entry(std::move(cmd)));
   }
   installed_ += t->commands.size();
+  t->commands_changed();
   carried_.erase(kept);
   templates_[id] = std::move(t);
 }
@@ -499,6 +513,11 @@ void DataWorker::on_edit(Reader& r) {
   auto it = templates_.find(id);
   if (it == templates_.end()) throw Error(fmt::format("an edit of template {}, unknown on rank {}", id, rank_));
   Template& t = *it->second;
+  // The order is made again however the edit ends (a bad one may stop half-way).
+  struct Refresh {
+    Template& t;
+    ~Refresh() { t.commands_changed(); }
+  } refresh{t};
   for (std::uint64_t cid : removed) {
     auto p = t.position_of.find(cid);
     if (p == t.position_of.end()) throw Error(fmt::format("an edit removes command {}, not in template '{}'", cid, t.name));
@@ -525,15 +544,14 @@ void DataWorker::on_instantiate(Reader& r) {
     auto it = templates_.find(id);
     if (it == templates_.end()) throw Error(fmt::format("an instantiation of template {}, unknown on rank {}", id, rank_));
     Template& t = *it->second;
-    batch->count = t.commands.size();
+    batch->entries = t.order;
+    batch->count = batch->entries->size();
     if (batch->count == 0) return;
     batch->nodes = std::make_unique<Node[]>(batch->count);
     batch->left.store(batch->count, std::memory_order_relaxed);
-    batch->entries.reserve(batch->count);
     const std::span<const std::byte> p = *batch->params[0];
     std::size_t i = 0;
-    for (const auto& [where, entry] : t.commands) {
-      batch->entries.push_back(entry);
+    for (const auto& entry : *batch->entries) {
       Node& n = batch->nodes[i++];
       n.batch = batch.get();
       n.entry = entry.get();
