@@ -98,7 +98,9 @@ struct DataWorker::Node {
   TaskId id;
   std::span<const std::byte> params;
   struct Slot {
-    explicit Slot(Node* n) noexcept : node(n) {}  // storage stays unwritten until used
+    // The storage stays unwritten until a RunNode is made in it (batches make their
+    // nodes with make_unique_for_overwrite: value-initialising would zero it).
+    explicit Slot(Node* n) noexcept : node(n) {}
     Node* node;
     alignas(RunNode) unsigned char storage[sizeof(RunNode)];
   } slot{this};
@@ -418,7 +420,7 @@ void DataWorker::on_commands(Reader& r) {
   batch->params.reserve(params.size());
   for (auto& p : params) batch->params.push_back(std::make_shared<const std::vector<std::byte>>(std::move(p)));
   batch->count = cmds.size();
-  batch->nodes = std::make_unique<Node[]>(cmds.size());
+  batch->nodes = std::make_unique_for_overwrite<Node[]>(cmds.size());
   batch->left.store(cmds.size(), std::memory_order_relaxed);
   if (cmds.empty()) return;
   {
@@ -547,7 +549,7 @@ void DataWorker::on_instantiate(Reader& r) {
     batch->entries = t.order;
     batch->count = batch->entries->size();
     if (batch->count == 0) return;
-    batch->nodes = std::make_unique<Node[]>(batch->count);
+    batch->nodes = std::make_unique_for_overwrite<Node[]>(batch->count);
     batch->left.store(batch->count, std::memory_order_relaxed);
     const std::span<const std::byte> p = *batch->params[0];
     std::size_t i = 0;
