@@ -74,8 +74,12 @@ constexpr std::uint64_t kWorkerPullBytes = 4u << 20;
 constexpr auto kAwaitWindow = std::chrono::milliseconds(2);
 // How long the progress thread sleeps at a time while it stands back for awake
 // workers that poll themselves (Config::workers_poll): it still polls that often, for
-// workers busy with long tasks.
+// workers busy with long tasks. While the workers have polled since its last wake,
+// the nap doubles up to kStandBackNapMax; a wake that finds no poll of theirs since
+// the one before (they run long tasks) polls, and the nap is kStandBackNap again.
+// Each wake takes the core from a worker for a context switch (some 10-30 us here).
 constexpr auto kStandBackNap = std::chrono::milliseconds(1);
+constexpr auto kStandBackNapMax = std::chrono::milliseconds(8);
 
 // The arena block that holds bytes at `offset` (blocks are 64-byte aligned).
 std::uint64_t block_of(std::uint64_t offset) { return offset & ~std::uint64_t{ArenaAllocator::kAlignment - 1}; }
@@ -276,7 +280,7 @@ void Cluster::on_rank_lost(Rank peer, const Status& why, bool announce) {
   if (peer.value == 0 && self_.value != 0) {
     // Rank 0 leaving after it announced the end is no loss of the driver.
     int none = kNoEnd;
-    end_code_.compare_exchange_strong(none, kDriverLost, std::memory_order_acq_rel);
+    if (end_code_.compare_exchange_strong(none, kDriverLost, std::memory_order_acq_rel)) wake_main();
   }
   if (loss_handler_ && end_code_.load(std::memory_order_acquire) == kNoEnd) loss_handler_(peer);
 }
@@ -419,6 +423,7 @@ void Cluster::announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarn
 void Cluster::announce_end(int code, bool blocked) {
   if (blocked) blocked_end_.store(true, std::memory_order_release);
   end_code_.store(code, std::memory_order_release);  // ranks leaving from now on are expected
+  wake_main();
   Writer w;
   // Whether a rank died (the others may not have heard of it yet) or is blocked.
   w(static_cast<std::uint8_t>(kCtlEnd), code, static_cast<std::uint8_t>(leave_without_mpi()));
@@ -437,10 +442,17 @@ void Cluster::send_checkpoint_report(std::span<const std::byte> report) {
   send_frame(Rank{0}, FrameKind::kControl, std::move(p));
 }
 
+void Cluster::wake_main() noexcept {
+  main_wake_.fetch_add(1, std::memory_order_seq_cst);
+  detail::futex_wake(&main_wake_, 1);
+}
+
 int Cluster::wait_for_end(const std::function<void(std::uint64_t, const std::string&)>& on_checkpoint) {
-  std::chrono::microseconds nap{50};
   int code;
-  while ((code = end_code_.load(std::memory_order_acquire)) == kNoEnd) {
+  for (;;) {
+    // Read before the checks: a change after them bumps it, and the wait returns at once.
+    const std::uint32_t seen = main_wake_.load(std::memory_order_seq_cst);
+    if ((code = end_code_.load(std::memory_order_acquire)) != kNoEnd) break;
     std::uint64_t seq = 0;
     std::string tag;
     {
@@ -450,12 +462,12 @@ int Cluster::wait_for_end(const std::function<void(std::uint64_t, const std::str
     }
     if (seq && on_checkpoint) {
       on_checkpoint(seq, tag);
-      nap = std::chrono::microseconds(50);
       continue;
     }
-    poll();
-    std::this_thread::sleep_for(nap);
-    nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(2));
+    // Nothing to poll here: the progress thread and polling workers move the
+    // transport. Sleeping until woken keeps this thread off the workers' cores (it
+    // woke every 2 ms to poll before). The timeout is a safety net.
+    detail::futex_wait(&main_wake_, seen, std::chrono::milliseconds(100));
   }
   return code;
 }
@@ -539,6 +551,8 @@ void Cluster::progress_main() {
   Clock::time_point last_activity = Clock::now();
   Clock::time_point next_heartbeat = Clock::now();
   std::chrono::microseconds nap{20};
+  Clock::duration stand_back_nap = kStandBackNap;
+  std::uint64_t worker_polls_seen = worker_polls_.load(std::memory_order_relaxed);
   while (running_.load(std::memory_order_acquire)) {
     int n = 0;
     // A thread waiting for a pull polls itself: stay out of its way (on a shared
@@ -549,6 +563,7 @@ void Cluster::progress_main() {
       progress_mutex_.unlock();
     }
     const Clock::time_point now = Clock::now();
+    local_.wake_overdue(now);  // a deferred wake-up of the driver, held by workers busy with long tasks
     if (now >= next_heartbeat) {
       heartbeat();
       if (is_scheduler_ && (keep_specs_ || config_.fatal)) check_heartbeats(now);
@@ -587,7 +602,12 @@ void Cluster::progress_main() {
     };
     if (may_stand_back(now)) {
       if (n > 0) last_activity = now;
-      const auto until = std::min(next_heartbeat, now + kStandBackNap);
+      const std::uint64_t polls = worker_polls_.load(std::memory_order_relaxed);
+      stand_back_nap = polls != worker_polls_seen
+                           ? std::min<Clock::duration>(stand_back_nap * 2, kStandBackNapMax)
+                           : Clock::duration(kStandBackNap);
+      worker_polls_seen = polls;
+      const auto until = std::min(next_heartbeat, now + stand_back_nap);
       standing_back_.store(true, std::memory_order_seq_cst);
       progress_sleeping_.store(1, std::memory_order_seq_cst);
       // Checked again after the flags are up: a change that wake_standing_back saw
@@ -600,6 +620,7 @@ void Cluster::progress_main() {
       continue;
     }
     standing_back_.store(false, std::memory_order_relaxed);
+    stand_back_nap = kStandBackNap;
     if (n > 0) {
       last_activity = now;
       nap = std::chrono::microseconds(20);
@@ -636,7 +657,11 @@ void Cluster::progress_main() {
   t_on_progress_thread = false;
 }
 
-int Cluster::poll_after_task() noexcept { return standing_back_.load(std::memory_order_relaxed) ? poll() : 0; }
+int Cluster::poll_after_task() noexcept {
+  if (!standing_back_.load(std::memory_order_relaxed)) return 0;
+  worker_polls_.fetch_add(1, std::memory_order_relaxed);
+  return poll();
+}
 
 void Cluster::worker_sleeping() noexcept {
   // Others still awake poll on; the last one to stop wakes the progress thread.
@@ -2498,9 +2523,12 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
         std::string tag;
         r(sequence, tag);
         if (sequence == 0) throw SerializationError("checkpoint sequence 0");
-        std::lock_guard lock(checkpoint_mutex_);
-        checkpoint_sequence_ = sequence;
-        checkpoint_tag_ = std::move(tag);
+        {
+          std::lock_guard lock(checkpoint_mutex_);
+          checkpoint_sequence_ = sequence;
+          checkpoint_tag_ = std::move(tag);
+        }
+        wake_main();
       });
       return;
     case kCtlCheckpointReport:
@@ -2535,6 +2563,7 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
         r(code, without_mpi);
         if (without_mpi) blocked_end_.store(true, std::memory_order_release);
         end_code_.store(code, std::memory_order_release);
+        wake_main();
         if (without_mpi || any_rank_lost()) {
           // After a death this rank's main thread may be stuck in an MPI collective
           // that can never finish (a user's own, say), or in its overdue part of a

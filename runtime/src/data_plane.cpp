@@ -57,9 +57,20 @@ RuntimeDataPlane::RuntimeDataPlane(int rank, int size, detail::Executor& local, 
   std::vector<int> hosts(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r) hosts[static_cast<std::size_t>(r)] = r;
   start_epoch(1, hosts);
+  // A worker that handles a reply for the driver may wake it later (when it runs out
+  // of tasks), where the driver shares its core (LocalScheduler::Config::defer_wakes).
+  // Epochs are kept while the plane lives; a rollback wakes the old controller's
+  // waiter itself (abort).
+  if (rank_ == 0) {
+    local_.set_deferred_wake([this] {
+      if (const Epoch* e = current_.load(std::memory_order_acquire); e && e->controller) e->controller->wake_driver();
+    });
+  }
 }
 
-RuntimeDataPlane::~RuntimeDataPlane() = default;
+RuntimeDataPlane::~RuntimeDataPlane() {
+  if (rank_ == 0) local_.set_deferred_wake(nullptr);
+}
 
 bool RuntimeDataPlane::start_epoch(std::uint32_t number, const std::vector<int>& hosts) {
   const Epoch* old = nullptr;
@@ -105,6 +116,7 @@ bool RuntimeDataPlane::start_epoch(std::uint32_t number, const std::vector<int>&
       all_controllers_.push_back(
           std::make_unique<DataController>(static_cast<int>(hosts.size()), send, std::move(poll)));
       e->controller = all_controllers_.back().get();
+      e->controller->set_wake_deferral([this] { return local_.defer_wake(); });
       if (now && now->controller) e->controller->carry_templates(*now->controller, rank_map);
     }
     old = current_.exchange(ep, std::memory_order_acq_rel);

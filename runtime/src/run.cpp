@@ -417,6 +417,12 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     arm_task_kills(kill_plans, rank, *data);
   }
   node.context().data = data.get();
+  // Where the workers take every core, the driver shares one with a worker: a reply
+  // that a worker hands to the driver wakes it when the worker next runs out of
+  // tasks (at most 500 us later while it runs short ones; the progress thread also
+  // looks), not in the middle of the worker's run, where the woken driver would take
+  // the core (it did, for 12-40 us each CG iteration of physbam_like at 64^3).
+  if (topology->num_cores() <= node.workers()) node.scheduler().set_defer_wakes(std::chrono::microseconds(500));
   // Where the workers take every core, they take up messages between tasks (at most
   // every 20 us) and the progress thread stands back while they are awake.
   if (cluster && cluster->workers_poll()) node.scheduler().set_poll_between_tasks(std::chrono::microseconds(20));

@@ -234,10 +234,12 @@ void DataController::send_all(DataMessage kind, const Writer& body) {
 // Waiting for the ranks.
 
 bool DataController::handle(int from, std::span<const std::byte> message) {
+  bool may_defer = false;  // a value or a sync reply, which the driver may get a little later
   try {
     if (message.empty()) throw Error("an empty message");
     Reader r(message.subspan(1));
     std::lock_guard lock(reply_mutex_);
+    may_defer = static_cast<DataMessage>(message[0]) != DataMessage::kFailed;
     switch (static_cast<DataMessage>(message[0])) {
       case DataMessage::kFetched: {
         std::uint64_t key = 0;
@@ -269,7 +271,7 @@ bool DataController::handle(int from, std::span<const std::byte> message) {
     std::fprintf(stderr, "brisk: rank 0: dropped a malformed data reply from rank %d: %s\n", from, e.what());
     return false;
   }
-  reply_cv_.notify_all();
+  if (!(may_defer && defer_ && defer_())) reply_cv_.notify_all();
   return true;
 }
 

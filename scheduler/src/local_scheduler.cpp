@@ -175,6 +175,39 @@ int LocalScheduler::current_worker() const noexcept {
   return static_cast<Worker*>(b.worker)->index;
 }
 
+bool LocalScheduler::defer_wake() noexcept {
+  const ThreadBinding& b = t_binding;
+  if (defer_wakes_ns_.load(std::memory_order_relaxed) <= 0 || b.generation != generation_ || !b.worker ||
+      !has_deferred_wake_.load(std::memory_order_acquire) || stopping_.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  std::int64_t none = 0;
+  deferred_since_.compare_exchange_strong(none, Clock::now().time_since_epoch().count(), std::memory_order_acq_rel);
+  return true;
+}
+
+void LocalScheduler::set_deferred_wake(std::function<void()> wake) {
+  std::lock_guard lock(deferred_mutex_);
+  has_deferred_wake_.store(static_cast<bool>(wake), std::memory_order_release);
+  deferred_wake_ = std::move(wake);
+}
+
+void LocalScheduler::run_deferred_wake() noexcept {
+  if (deferred_since_.load(std::memory_order_relaxed) == 0 || deferred_since_.exchange(0, std::memory_order_acq_rel) == 0) {
+    return;
+  }
+  std::lock_guard lock(deferred_mutex_);
+  if (deferred_wake_) deferred_wake_();
+}
+
+void LocalScheduler::wake_overdue(Clock::time_point now) noexcept {
+  const std::int64_t since = deferred_since_.load(std::memory_order_acquire);
+  if (since != 0 && now - Clock::time_point(Clock::duration(since)) >=
+                        std::chrono::nanoseconds(defer_wakes_ns_.load(std::memory_order_relaxed))) {
+    run_deferred_wake();
+  }
+}
+
 void LocalScheduler::push(TaskBase* task) noexcept {
   Slot* slot = slot_for_this_thread();
   if (slot) {
@@ -322,6 +355,9 @@ void LocalScheduler::idle(Worker* w) noexcept {
         found = true;
         break;
       }
+      // A wake-up deferred by a poll of this spin (see defer_wake): nothing to run,
+      // so the driver may have the core now.
+      if (deferred_since_.load(std::memory_order_relaxed) != 0) run_deferred_wake();
       if ((i & 15) == 0) {
         // A poll may take long (an MPI call yields the core when it finds nothing),
         // so the time is checked at every poll.
@@ -442,6 +478,7 @@ void LocalScheduler::block_begin() noexcept {
   if (b.worker) {
     blocked_.fetch_add(1, std::memory_order_seq_cst);
     tell_sleeping();  // it polls only while its wait spins
+    run_deferred_wake();  // it may wait for the driver
   }
   running_.fetch_sub(1, std::memory_order_acq_rel);
   activate_spare();
@@ -500,11 +537,14 @@ void LocalScheduler::worker_main(Worker* w) {
       }
       execute(w, t);
       poll_between_tasks(w);
+      if (deferred_since_.load(std::memory_order_relaxed) != 0) wake_overdue(Clock::now());
       continue;
     }
+    run_deferred_wake();  // out of tasks: the driver may have the core
     idle(w);
     was_idle = true;
   }
+  run_deferred_wake();
   // Queued tasks are cancelled by shutdown().
   live_threads_.fetch_sub(1, std::memory_order_acq_rel);
 }

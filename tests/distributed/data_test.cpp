@@ -4,6 +4,7 @@
 // GoogleTest runs in the driver on rank 0; the other ranks serve.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
@@ -215,6 +216,24 @@ TEST(Data, DataDependentLoopStaysInTheDriver) {
   }
   EXPECT_EQ(iterations, 10);  // 2^-10 < 1e-3 < 2^-9
   if (brisk::templates_enabled()) EXPECT_GE(brisk::data_stats().validations_skipped, 8u);
+}
+
+// Each fetch's reply is handed to the driver by the worker that delivers it; where the
+// driver shares the workers' cores that worker wakes it when it runs out of tasks
+// (LocalScheduler::set_defer_wakes). A wake-up lost on the way would leave the driver
+// to its 100 ms safety-net timeout at every fetch (20 s here).
+TEST(Data, ADriverFetchingInALoopIsWokenPromptly) {
+  brisk::DataSet<Vec> residual("residual_loop", 1);
+  brisk::data_task(fill).writes(residual, 0).args(std::make_pair(1, 1)).submit();
+  auto step = brisk::record<Step>("keep", [&](const Step&) {
+    brisk::data_task(fill).writes(residual, 0).args(std::make_pair(1, 1)).submit();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 200; ++i) {
+    step.instantiate(Step{1, i});
+    ASSERT_EQ(residual.fetch(0).at(0), 1.0);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }
 
 TEST(Data, PatchIsComputedOnceAndReused) {

@@ -1,4 +1,4 @@
-// The local scheduler: all workers used, resources, idle modes, shutdown.
+// The local scheduler: all workers used, resources, idle modes, shutdown, deferred wake-ups.
 #include "brisk/scheduler/local_scheduler.hpp"
 
 #include <gtest/gtest.h>
@@ -289,6 +289,88 @@ TEST(LocalSchedulerPollTest, WorkersPollBetweenTasksAndSayWhenTheySleep) {
   EXPECT_EQ(net.sleeping.load(), 0);
   node.shutdown();
   node.context().distributed = nullptr;
+}
+
+
+// Deferred wake-ups (set_defer_wakes, as for a driver that shares the workers' cores).
+std::atomic<bool> g_all_submitted{false};
+std::atomic<int> g_followers_done{0};
+std::atomic<int> g_wakes{0};
+std::atomic<int> g_done_at_wake{-1};  // followers done when the wake was made
+
+// Waits until the test has queued its followers behind it, then asks to defer a wake.
+bool defer_behind_followers() {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!g_all_submitted.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+  return brisk::detail::context()->executor->defer_wake();
+}
+BRISK_REMOTE(defer_behind_followers);
+
+int follower(int us) {
+  spin_us(us);
+  return g_followers_done.fetch_add(1) + 1;
+}
+BRISK_REMOTE(follower);
+
+// Defers a wake, then blocks (as get/wait do): the wake is made before it blocks.
+int defer_then_block() {
+  auto* ex = brisk::detail::context()->executor;
+  if (!ex->defer_wake()) return -1;
+  const int before = g_wakes.load();
+  ex->block_begin();
+  const int after = g_wakes.load();
+  ex->block_end();
+  return after - before;
+}
+BRISK_REMOTE(defer_then_block);
+
+// One worker; `followers` tasks of `us` each are queued behind the deferring task.
+// Returns how many of them had finished when the wake was made (-1: not deferred).
+int run_deferred(brisk::NodeRuntime& node, int followers, int us) {
+  g_all_submitted = false;
+  g_followers_done = 0;
+  g_done_at_wake = -1;
+  const int wakes_before = g_wakes.load();
+  auto first = brisk::remote(defer_behind_followers);
+  std::vector<brisk::Ref<int>> rest;
+  for (int i = 0; i < followers; ++i) rest.push_back(brisk::remote(follower, us));
+  g_all_submitted = true;
+  const bool deferred = brisk::get(first);
+  brisk::get(rest);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (deferred && g_wakes.load() == wakes_before && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  (void)node;
+  return deferred ? g_done_at_wake.load() : -1;
+}
+
+TEST(LocalSchedulerDeferTest, AWorkerMakesADeferredWakeWhenItRunsOutOfTasksOrAfterTheLimit) {
+  brisk::NodeRuntime node(brisk::testing::test_options(1), nullptr);
+  brisk::LocalScheduler& s = node.scheduler();
+  // Off by default, and never for a thread that is not a worker.
+  EXPECT_EQ(run_deferred(node, 2, 10), -1);
+  s.set_defer_wakes(std::chrono::seconds(30));
+  EXPECT_EQ(run_deferred(node, 2, 10), -1);  // no wake function yet
+  s.set_deferred_wake([] {
+    g_done_at_wake = g_followers_done.load();
+    g_wakes.fetch_add(1);
+  });
+  EXPECT_FALSE(s.defer_wake());
+
+  // Made once the worker has run everything queued behind the deferring task.
+  EXPECT_EQ(run_deferred(node, 20, 100), 20);
+  // Made between tasks once the limit passed: after the first 2 ms follower.
+  s.set_defer_wakes(std::chrono::microseconds(500));
+  const int at = run_deferred(node, 10, 2000);
+  EXPECT_GE(at, 1);
+  EXPECT_LE(at, 2);  // the first follower, or the second if the limit had not passed
+  // A worker that blocks makes it first.
+  EXPECT_EQ(brisk::get(brisk::remote(defer_then_block)), 1);
+
+  s.set_deferred_wake(nullptr);
+  EXPECT_EQ(run_deferred(node, 2, 10), -1);
+  node.shutdown();
 }
 
 }  // namespace

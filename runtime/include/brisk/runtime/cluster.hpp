@@ -150,6 +150,7 @@ class Cluster final : public detail::Executor,
   // Ends the progress thread's stand-back nap (something now needs it beside the
   // workers, or no worker is awake).
   void wake_standing_back() noexcept;
+  void wake_main() noexcept;  // wait_for_end looks again
   void send_actor_call(detail::TaskBase* task, Rank to) noexcept override;
   bool rank_lost(Rank rank) const noexcept override;
   void announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarnation) noexcept override;
@@ -405,6 +406,7 @@ class Cluster final : public detail::Executor,
   std::atomic<std::int64_t> last_shipped_{0};  // when a task last left for another rank (Clock ticks)
   std::atomic<std::int64_t> last_served_{0};   // when a task last came from another rank (Clock ticks)
   std::atomic<bool> standing_back_{false};     // the progress thread leaves polling to the workers
+  std::atomic<std::uint64_t> worker_polls_{0};  // polls by workers between tasks while it stands back
   std::unique_ptr<ControlPlane> control_;
 
   std::vector<std::unique_ptr<Outbox>> outboxes_;
@@ -448,6 +450,9 @@ class Cluster final : public detail::Executor,
   std::unique_ptr<std::atomic<bool>[]> lost_queued_;  // per rank: its copies' read-back is queued
   std::atomic<bool> any_lost_{false};
   std::atomic<int> end_code_{kNoEnd};
+  // Bumped (and futex-woken) when end_code_ is set or a checkpoint is requested:
+  // wait_for_end sleeps on it.
+  std::atomic<std::uint32_t> main_wake_{0};
   std::atomic<bool> blocked_end_{false};  // the end says to leave without MPI (a rank died or is blocked)
   // The last checkpoint request from rank 0, not yet taken by wait_for_end.
   std::mutex checkpoint_mutex_;

@@ -68,6 +68,12 @@ class DataController {
   void flush();
   // A reply from a rank (kFetched, kSyncDone, kFailed).
   bool handle(int from, std::span<const std::byte> message);
+  // Asked before a fetched value or a sync reply wakes the driver: true when the
+  // calling thread wakes it later instead, by calling wake_driver (detail::Executor::
+  // defer_wake). Unset: wake at once. Set before replies arrive.
+  void set_wake_deferral(std::function<bool()> defer) { defer_ = std::move(defer); }
+  // Wakes the driver if it waits for a reply. Any thread.
+  void wake_driver() noexcept { reply_cv_.notify_all(); }
   detail::DataPlaneStats stats() const;
   std::uint64_t submitted() const noexcept { return stats_.commands; }
   int size() const noexcept { return size_; }
@@ -215,6 +221,7 @@ class DataController {
   int size_;
   Send send_;
   std::function<int()> poll_;
+  std::function<bool()> defer_;
   std::size_t words_;  // holder bitset words per slot
 
   std::vector<DataSetInfo> datasets_;

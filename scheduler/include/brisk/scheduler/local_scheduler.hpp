@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -78,6 +79,11 @@ class LocalScheduler final : public detail::Executor {
   void block_begin() noexcept override;
   void block_end() noexcept override;
   int current_worker() const noexcept override;
+  bool defer_wake() noexcept override;
+  void set_deferred_wake(std::function<void()> wake) override;
+  // Makes a deferred wake-up that has waited set_defer_wakes's limit or longer: for a
+  // thread that polls while the workers run long tasks (the progress thread).
+  void wake_overdue(std::chrono::steady_clock::time_point now) noexcept;
 
   // Idle workers keep spinning past the spin time, up to `max_spin` in all, while
   // *expected > 0: more work is known to be on its way (data commands that wait for
@@ -114,6 +120,13 @@ class LocalScheduler final : public detail::Executor {
   void set_poll_between_tasks(std::chrono::nanoseconds interval) noexcept {
     poll_interval_ns_.store(interval.count(), std::memory_order_relaxed);
   }
+  // Where the driver shares the workers' cores: a wake-up of the driver that a
+  // worker would make (defer_wake) is made when a worker next finds no task to run,
+  // or blocks, or between tasks once it has waited `limit` (0: at once, the default).
+  // Any time.
+  void set_defer_wakes(std::chrono::nanoseconds limit) noexcept {
+    defer_wakes_ns_.store(limit.count(), std::memory_order_relaxed);
+  }
   // Worker threads started at start(); spares come and go.
   int regular_workers() const noexcept { return regular_; }
 
@@ -132,6 +145,7 @@ class LocalScheduler final : public detail::Executor {
   void idle(Worker* w) noexcept;
   void pass_the_search_on() noexcept;
   void worker_main(Worker* w);
+  void run_deferred_wake() noexcept;
   void poll_between_tasks(Worker* w) noexcept;
   // Tells the multi-rank runtime that a worker stops polling (sleeps, parks or
   // blocks), where workers poll (set_poll_between_tasks).
@@ -186,6 +200,13 @@ class LocalScheduler final : public detail::Executor {
   bool shut_down_ = false;
   std::atomic<const std::atomic<std::int64_t>*> work_hint_{nullptr};
   std::atomic<std::int64_t> hint_spin_ns_{0};
+  // Deferred wake-ups (set_defer_wakes): the function that makes them, and when
+  // the oldest one not yet made was deferred (steady_clock ticks; 0: none).
+  std::mutex deferred_mutex_;
+  std::function<void()> deferred_wake_;  // guarded by deferred_mutex_
+  std::atomic<bool> has_deferred_wake_{false};
+  std::atomic<std::int64_t> deferred_since_{0};
+  std::atomic<std::int64_t> defer_wakes_ns_{0};
   std::atomic<std::int64_t> poll_interval_ns_{0};
   std::atomic<int> blocked_{0};  // workers blocked in get/wait inside a task
 };

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -61,6 +62,16 @@ class Executor {
   virtual void block_end() noexcept = 0;
   // The index of the calling worker thread, or -1 for other threads.
   virtual int current_worker() const noexcept = 0;
+  // A wake-up of the driver (a data-plane reply it waits for) that the calling thread
+  // is about to make. Where the driver shares its core with the workers, a woken
+  // driver takes the core from the worker that woke it, right when that worker has
+  // more tasks to run. true: the calling thread is a worker and makes the wake-up
+  // later, through the function given to set_deferred_wake (see LocalScheduler);
+  // false: wake now.
+  virtual bool defer_wake() noexcept { return false; }
+  // The function that makes deferred wake-ups (nullptr: none; defer_wake then says
+  // false). Any time.
+  virtual void set_deferred_wake(std::function<void()> /*wake*/) {}
 };
 
 struct RuntimeContext {
