@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <thread>
 
 #include "brisk/core/detail/task.hpp"
@@ -44,7 +45,10 @@ struct DataWorker::Batch {
   std::vector<std::shared_ptr<const std::vector<std::byte>>> params;
   std::unique_ptr<Node[]> nodes;
   std::size_t count = 0;
+  // Holds on the batch: one per node, plus one per node run through the executor
+  // while its RunNode (in the node's slot) lives.
   std::atomic<std::size_t> left{0};
+  std::uint64_t first_order = 0;  // the program order of nodes[0] (DataWorker::next_order_)
 };
 
 struct DataWorker::Template {
@@ -63,23 +67,23 @@ struct DataWorker::Template {
   }
 };
 
-// Runs one ready command on an executor worker. Lives inside its Node (in a
-// Slot): the executor's `delete` after run() ends its lifetime and then gives the
-// node back to its batch, which is freed with its last node.
+// A turn on an executor worker for one ready compute: it runs the ready compute
+// that comes first in program order (DataWorker::pop_ready), which need not be the
+// one whose readiness made it. Lives inside the node that made it (in a Slot): the
+// executor's `delete` after run() ends its lifetime and then gives that node's hold
+// on its batch back; the compute run gives its own node's back.
 class DataWorker::RunNode final : public detail::TaskBase {
  public:
-  RunNode(DataWorker* w, Node* n, TaskId id, const char* name) noexcept
-      : TaskBase(id, name, nullptr, nullptr), worker_(w), node_(n) {}
+  RunNode(DataWorker* w, TaskId id, const char* name) noexcept : TaskBase(id, name, nullptr, nullptr), worker_(w) {}
   static void operator delete(void* p) noexcept;
   void start() noexcept override {}
-  void run() noexcept override { worker_->execute(node_); }
+  void run() noexcept override;
   void cancel(std::shared_ptr<const ErrorInfo>) noexcept override;
   bool encode_args(Writer&, detail::ObjectCodec&, Rank) override { return false; }
   void arg_objects(std::vector<detail::ObjectState*>&) const override {}
 
  private:
   DataWorker* worker_;
-  Node* node_;
 };
 
 struct DataWorker::Node {
@@ -121,10 +125,37 @@ thread_local std::vector<std::pair<void*, void*>>* t_inline_queue = nullptr;  //
 thread_local bool t_cancelling = false;
 }  // namespace
 
+void DataWorker::RunNode::run() noexcept {
+  Node* node = worker_->pop_ready();
+  worker_->execute(node);
+  release_to(node->batch);
+}
+
 void DataWorker::RunNode::cancel(std::shared_ptr<const ErrorInfo>) noexcept {
+  Node* node = worker_->pop_ready();
   const bool was = std::exchange(t_cancelling, true);
-  worker_->complete(node_);
+  worker_->complete(node);
   t_cancelling = was;
+  release_to(node->batch);
+}
+
+// Ready computes, first in program order first: within a rank a CG step's search
+// directions (whose halos other ranks wait for) run before the products that became
+// ready meanwhile, as the program wrote them (and as hand-written MPI orders them);
+// the executor alone would run the newest first.
+void DataWorker::push_ready(Node* node) noexcept {
+  const std::uint64_t order = node->batch->first_order + static_cast<std::uint64_t>(node - node->batch->nodes.get());
+  std::lock_guard lock(ready_mutex_);
+  ready_.push_back({order, node});
+  std::push_heap(ready_.begin(), ready_.end(), std::greater<>{});
+}
+
+DataWorker::Node* DataWorker::pop_ready() noexcept {
+  std::lock_guard lock(ready_mutex_);
+  std::pop_heap(ready_.begin(), ready_.end(), std::greater<>{});
+  Node* node = ready_.back().second;
+  ready_.pop_back();
+  return node;
 }
 
 void DataWorker::RunNode::operator delete(void* p) noexcept {
@@ -434,6 +465,7 @@ void DataWorker::on_commands(Reader& r) {
       entries->push_back(make_entry(std::move(c)));
     }
     batch->entries = std::move(entries);
+    batch->first_order = std::exchange(next_order_, next_order_ + batch->count);
     for (std::size_t i = 0; i < batch->count; ++i) {
       Node& n = batch->nodes[i];
       n.batch = batch.get();
@@ -446,10 +478,11 @@ void DataWorker::on_commands(Reader& r) {
     }
   }
   outstanding_.fetch_add(static_cast<std::int64_t>(batch->count), std::memory_order_acq_rel);
-  // Released last to first: the executor runs a thread's newest work first, so the
-  // commands start in program order.
+  // Released in program order (computes then run in that order anyway: push_ready).
+  // The last ready() may free the batch: nothing of it is read after that.
   Batch* b = batch.release();
-  for (std::size_t i = b->count; i-- > 0;) ready(&b->nodes[i]);
+  Node* nodes = b->nodes.get();
+  for (std::size_t i = 0, n = b->count; i < n; ++i) ready(&nodes[i]);
 }
 
 void DataWorker::on_install(Reader& r) {
@@ -551,6 +584,7 @@ void DataWorker::on_instantiate(Reader& r) {
     if (batch->count == 0) return;
     batch->nodes = std::make_unique_for_overwrite<Node[]>(batch->count);
     batch->left.store(batch->count, std::memory_order_relaxed);
+    batch->first_order = std::exchange(next_order_, next_order_ + batch->count);
     const std::span<const std::byte> p = *batch->params[0];
     std::size_t i = 0;
     for (const auto& entry : *batch->entries) {
@@ -565,10 +599,11 @@ void DataWorker::on_instantiate(Reader& r) {
     instantiated_ += batch->count;
   }
   outstanding_.fetch_add(static_cast<std::int64_t>(batch->count), std::memory_order_acq_rel);
-  // Released last to first: the executor runs a thread's newest work first, so the
-  // commands start in program order.
+  // Released in program order (computes then run in that order anyway: push_ready).
+  // The last ready() may free the batch: nothing of it is read after that.
   Batch* b = batch.release();
-  for (std::size_t i = b->count; i-- > 0;) ready(&b->nodes[i]);
+  Node* nodes = b->nodes.get();
+  for (std::size_t i = 0, n = b->count; i < n; ++i) ready(&nodes[i]);
 }
 
 void DataWorker::add_stats(detail::DataPlaneStats& s) const {
@@ -724,7 +759,11 @@ void DataWorker::ready(Node* node) noexcept {
     t_inline_queue = nullptr;
     return;
   }
-  executor_.submit(::new (node->slot.storage) RunNode(this, node, node->id, node->entry->name));
+  // One more hold on the batch: the RunNode in this node's slot, which may run
+  // another node and outlive this one's run.
+  node->batch->left.fetch_add(1, std::memory_order_relaxed);
+  push_ready(node);
+  executor_.submit(::new (node->slot.storage) RunNode(this, node->id, node->entry->name));
 }
 
 void DataWorker::execute(Node* node) noexcept {

@@ -1062,6 +1062,38 @@ TEST(DataPlaneInlineTaskTest, AnInlineTaskRunsOnTheThreadThatMakesItReady) {
   EXPECT_GT(on_wire, 0) << "no inline task ran where its copy landed";
 }
 
+// The order in which one rank's worker ran tasks (their args).
+std::mutex g_ran_mutex;
+std::vector<int> g_ran;
+void dp_note_order(brisk::DataTask& t) {
+  std::lock_guard lock(g_ran_mutex);
+  g_ran.push_back(t.args<int>());
+}
+BRISK_DATA_TASK(dp_note_order);
+
+// Ready computes run first in program order: with one worker, a task that its
+// predecessor's end makes ready runs after a task before it in program order that
+// was ready all along (the executor alone runs the newest first: 0, 2, 1).
+TEST(DataPlaneOrderTest, ReadyComputesRunInProgramOrder) {
+  Watchdog watchdog{std::chrono::seconds(30)};
+  Fabric f(1, 1);
+  DataController& c = f.controller();
+  const std::uint32_t ds = c.create("order", log_type(), {0, 0, 0});
+  for (int round = 0; round < 5; ++round) {
+    {
+      std::lock_guard lock(g_ran_mutex);
+      g_ran.clear();
+    }
+    c.submit(spec(dp_note_order, {rw(ds, 0)}, 0), nullptr);
+    c.submit(spec(dp_note_order, {rw(ds, 1)}, 1), nullptr);
+    c.submit(spec(dp_note_order, {rw(ds, 2), rd(ds, 0)}, 2), nullptr);
+    c.submit(spec(dp_note_order, {rw(ds, 1)}, 3), nullptr);
+    c.sync();
+    std::lock_guard lock(g_ran_mutex);
+    EXPECT_EQ(g_ran, (std::vector<int>{0, 1, 2, 3})) << "round " << round;
+  }
+}
+
 // A copy handed over in a buffer that is reused right after the call (a transport's
 // receive buffer) is read before post_view returns: in place when its recv waits for
 // it, kept as a copy when it comes first.

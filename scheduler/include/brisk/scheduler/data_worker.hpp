@@ -129,6 +129,8 @@ class DataWorker {
   void link(Node* node);
   void add_edge(Node* from, Node* to);
   void ready(Node* node) noexcept;
+  void push_ready(Node* node) noexcept;
+  Node* pop_ready() noexcept;
   void execute(Node* node) noexcept;
   void complete(Node* node) noexcept;
   void report_failure(const char* function, const std::string& message) noexcept;
@@ -159,6 +161,11 @@ class DataWorker {
   std::unordered_map<std::uint64_t, std::vector<CheckpointPart>> plans_;  // by checkpoint sequence
   RestoreLoader restore_loader_;
   std::function<void()> task_hook_;
+
+  std::uint64_t next_order_ = 0;  // program order of the next command linked (mutex_)
+  // Computes ready to run, by program order (a min-heap): executor turns take the first.
+  std::mutex ready_mutex_;
+  std::vector<std::pair<std::uint64_t, Node*>> ready_;
 
   std::mutex inbox_mutex_;
   std::deque<std::pair<int, std::vector<std::byte>>> inbox_;
