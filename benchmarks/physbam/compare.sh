@@ -8,7 +8,7 @@
 #
 #   benchmarks/physbam/compare.sh                       # np 2, 160^3 in 8 blocks, 8 rounds
 #   benchmarks/physbam/compare.sh --np 1 --rounds 5
-#   benchmarks/physbam/compare.sh --grid 64 --rounds 12 -- --max-cg=1000
+#   benchmarks/physbam/compare.sh --grid 64 --rounds 12 --max-cg 1000
 #
 # The default grid is the grain the templates issue names: 8 blocks of 80^3, where
 # the median block task takes about 1 ms (CG pieces 0.7-1.3 ms, advection 25 ms) and
@@ -21,7 +21,7 @@ set -euo pipefail
 np=2 grid=160 blocks=2 rounds=8 frames=1 max_cg=100 untemplated=1
 build="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build"
 extra=()
-usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --np) np="$2"; shift 2 ;;
@@ -98,13 +98,13 @@ awk -v np="$np" -v grid="$grid" -v blocks="$blocks" -v max_cg="$max_cg" '
         a[++n] = t[v, r]
         if (v != "mpi") {
           if (it[v, r] != it["mpi", r]) { printf "compare.sh: round %d: %s ran %d CG iterations, MPI %d\n", r, v, it[v, r], it["mpi", r] > "/dev/stderr"; bad = 1 }
-          b[++m] = t[v, r] / t["mpi", r]
+          if (t["mpi", r] > 0) b[++m] = t[v, r] / t["mpi", r]
         }
       }
       isort(a, n); med[v] = q(a, n, 0.5)
       if (v == "mpi") continue
       isort(b, m)
-      printf "{\"name\":\"physbam_compare\",\"variant\":\"%s\",\"ranks\":%d,\"grid\":%d,\"blocks\":%d,\"max_cg\":%d,\"rounds\":%d,\"median_frame_seconds\":%.4f,\"mpi_median_frame_seconds\":%.4f,\"ratio_of_medians\":%.3f,\"paired_ratio_median\":%.3f,\"paired_ratio_q1\":%.3f,\"paired_ratio_q3\":%.3f}\n", v, np, grid, blocks, max_cg, m, med[v], med["mpi"], med[v] / med["mpi"], q(b, m, 0.5), q(b, m, 0.25), q(b, m, 0.75)
+      printf "{\"name\":\"physbam_compare\",\"variant\":\"%s\",\"ranks\":%d,\"grid\":\"%s\",\"blocks\":\"%s\",\"max_cg\":%d,\"rounds\":%d,\"median_frame_seconds\":%.4f,\"mpi_median_frame_seconds\":%.4f,\"ratio_of_medians\":%.3f,\"paired_ratio_median\":%.3f,\"paired_ratio_q1\":%.3f,\"paired_ratio_q3\":%.3f}\n", v, np, grid, blocks, max_cg, m, med[v], med["mpi"], med[v] / med["mpi"], q(b, m, 0.5), q(b, m, 0.25), q(b, m, 0.75)
     }
     exit bad
   }' "$out"

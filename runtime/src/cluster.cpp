@@ -74,10 +74,11 @@ constexpr std::uint64_t kWorkerPullBytes = 4u << 20;
 constexpr auto kAwaitWindow = std::chrono::milliseconds(2);
 // How long the progress thread sleeps at a time while it stands back for awake
 // workers that poll themselves (Config::workers_poll): it still polls that often, for
-// workers busy with long tasks. While the workers have polled since its last wake,
-// the nap doubles up to kStandBackNapMax; a wake that finds no poll of theirs since
-// the one before (they run long tasks) polls, and the nap is kStandBackNap again.
-// Each wake takes the core from a worker for a context switch (some 10-30 us here).
+// workers busy with long tasks. While other threads have polled (Cluster::poll)
+// since its last wake, the nap doubles up to kStandBackNapMax; a wake that finds no
+// poll since the one before (the workers run long tasks) polls, and the nap is
+// kStandBackNap again. Each wake takes the core from a worker for a context switch
+// (some 10-30 us here).
 constexpr auto kStandBackNap = std::chrono::milliseconds(1);
 constexpr auto kStandBackNapMax = std::chrono::milliseconds(8);
 
@@ -657,11 +658,7 @@ void Cluster::progress_main() {
   t_on_progress_thread = false;
 }
 
-int Cluster::poll_after_task() noexcept {
-  if (!standing_back_.load(std::memory_order_relaxed)) return 0;
-  worker_polls_.fetch_add(1, std::memory_order_relaxed);
-  return poll();
-}
+int Cluster::poll_after_task() noexcept { return standing_back_.load(std::memory_order_relaxed) ? poll() : 0; }
 
 void Cluster::worker_sleeping() noexcept {
   // Others still awake poll on; the last one to stop wakes the progress thread.
@@ -679,7 +676,11 @@ void Cluster::wake_standing_back() noexcept {
 }
 
 int Cluster::poll() noexcept {
-  if (!running_.load(std::memory_order_relaxed) || !progress_mutex_.try_lock()) return 0;
+  if (!running_.load(std::memory_order_relaxed)) return 0;
+  // Workers (between tasks or spinning) and waiting threads poll here, the progress
+  // thread does not: while these polls go on, its stand-back nap may grow.
+  worker_polls_.fetch_add(1, std::memory_order_relaxed);
+  if (!progress_mutex_.try_lock()) return 0;
   const bool was = t_on_progress_thread;
   t_on_progress_thread = true;  // handlers run here: no blocking calls
   int n = transport_.progress();

@@ -58,7 +58,7 @@ RuntimeDataPlane::RuntimeDataPlane(int rank, int size, detail::Executor& local, 
   for (int r = 0; r < size; ++r) hosts[static_cast<std::size_t>(r)] = r;
   start_epoch(1, hosts);
   // A worker that handles a reply for the driver may wake it later (when it runs out
-  // of tasks), where the driver shares its core (LocalScheduler::Config::defer_wakes).
+  // of tasks), where the driver shares its core (LocalScheduler::set_defer_wakes).
   // Epochs are kept while the plane lives; a rollback wakes the old controller's
   // waiter itself (abort).
   if (rank_ == 0) {

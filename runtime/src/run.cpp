@@ -419,10 +419,12 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   node.context().data = data.get();
   // Where the workers take every core, the driver shares one with a worker: a reply
   // that a worker hands to the driver wakes it when the worker next runs out of
-  // tasks (at most 500 us later while it runs short ones; the progress thread also
-  // looks), not in the middle of the worker's run, where the woken driver would take
-  // the core (it did, for 12-40 us each CG iteration of physbam_like at 64^3).
-  if (topology->num_cores() <= node.workers()) node.scheduler().set_defer_wakes(std::chrono::microseconds(500));
+  // tasks or, between tasks, once it has waited 500 us (the progress thread makes an
+  // overdue one at its next wake, within its stand-back nap of at most 8 ms, while
+  // the workers run long tasks), not in the middle of the worker's run, where the
+  // woken driver would take the core (it did, for 12-40 us each CG iteration of
+  // physbam_like at 64^3). Multi-rank jobs only: one rank has no progress thread.
+  if (cluster && cluster->workers_poll()) node.scheduler().set_defer_wakes(std::chrono::microseconds(500));
   // Where the workers take every core, they take up messages between tasks (at most
   // every 20 us) and the progress thread stands back while they are awake.
   if (cluster && cluster->workers_poll()) node.scheduler().set_poll_between_tasks(std::chrono::microseconds(20));

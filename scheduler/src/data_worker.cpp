@@ -71,7 +71,9 @@ struct DataWorker::Template {
 // that comes first in program order (DataWorker::pop_ready), which need not be the
 // one whose readiness made it. Lives inside the node that made it (in a Slot): the
 // executor's `delete` after run() ends its lifetime and then gives that node's hold
-// on its batch back; the compute run gives its own node's back.
+// on its batch back; the compute run gives its own node's back. Its TaskBase id and
+// name are those of the node that made it (the executor records none; execute()
+// records the node it runs).
 class DataWorker::RunNode final : public detail::TaskBase {
  public:
   RunNode(DataWorker* w, TaskId id, const char* name) noexcept : TaskBase(id, name, nullptr, nullptr), worker_(w) {}

@@ -380,6 +380,7 @@ void LocalScheduler::idle(Worker* w) noexcept {
       return;
     }
   }
+  run_deferred_wake();  // one put off by its last poll, if that poll reported nothing
   tell_sleeping();
   std::uint32_t key = epoch_.load(std::memory_order_seq_cst);
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
@@ -521,6 +522,7 @@ void LocalScheduler::worker_main(Worker* w) {
   bool was_idle = false;  // idle or parked since the last task
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (w->spare && running_.load(std::memory_order_relaxed) > target_) {
+      run_deferred_wake();  // a wake-up it put off after its last task
       tell_sleeping();
       try_park(w);
       was_idle = true;

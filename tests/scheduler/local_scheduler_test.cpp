@@ -362,9 +362,10 @@ TEST(LocalSchedulerDeferTest, AWorkerMakesADeferredWakeWhenItRunsOutOfTasksOrAft
   EXPECT_EQ(run_deferred(node, 20, 100), 20);
   // Made between tasks once the limit passed: after the first 2 ms follower.
   s.set_defer_wakes(std::chrono::microseconds(500));
+  // (Or before the first, if the worker was descheduled for 500 us after deferring.)
   const int at = run_deferred(node, 10, 2000);
-  EXPECT_GE(at, 1);
-  EXPECT_LE(at, 2);  // the first follower, or the second if the limit had not passed
+  EXPECT_GE(at, 0);
+  EXPECT_LE(at, 2);  // long before the worker runs out of its 10 followers
   // A worker that blocks makes it first.
   EXPECT_EQ(brisk::get(brisk::remote(defer_then_block)), 1);
 
