@@ -676,11 +676,11 @@ void Cluster::wake_standing_back() noexcept {
 }
 
 int Cluster::poll() noexcept {
-  if (!running_.load(std::memory_order_relaxed)) return 0;
+  if (!running_.load(std::memory_order_relaxed) || !progress_mutex_.try_lock()) return 0;
   // Workers (between tasks or spinning) and waiting threads poll here, the progress
-  // thread does not: while these polls go on, its stand-back nap may grow.
-  worker_polls_.fetch_add(1, std::memory_order_relaxed);
-  if (!progress_mutex_.try_lock()) return 0;
+  // thread does not: while these polls go on, its stand-back nap may grow. (Counted
+  // under the transport's lock: a poll that finds it taken finds another poller.)
+  worker_polls_.store(worker_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   const bool was = t_on_progress_thread;
   t_on_progress_thread = true;  // handlers run here: no blocking calls
   int n = transport_.progress();

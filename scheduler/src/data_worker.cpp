@@ -141,7 +141,7 @@ void DataWorker::RunNode::cancel(std::shared_ptr<const ErrorInfo>) noexcept {
   release_to(node->batch);
 }
 
-// Ready computes, first in program order first: within a rank a CG step's search
+// Ready computes run first in program order: within a rank a CG step's search
 // directions (whose halos other ranks wait for) run before the products that became
 // ready meanwhile, as the program wrote them (and as hand-written MPI orders them);
 // the executor alone would run the newest first.
