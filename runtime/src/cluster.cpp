@@ -553,7 +553,7 @@ void Cluster::progress_main() {
   Clock::time_point next_heartbeat = Clock::now();
   std::chrono::microseconds nap{20};
   Clock::duration stand_back_nap = kStandBackNap;
-  std::uint64_t worker_polls_seen = worker_polls_.load(std::memory_order_relaxed);
+  std::uint64_t other_polls_seen = other_polls_.load(std::memory_order_relaxed);
   while (running_.load(std::memory_order_acquire)) {
     int n = 0;
     // A thread waiting for a pull polls itself: stay out of its way (on a shared
@@ -603,11 +603,11 @@ void Cluster::progress_main() {
     };
     if (may_stand_back(now)) {
       if (n > 0) last_activity = now;
-      const std::uint64_t polls = worker_polls_.load(std::memory_order_relaxed);
-      stand_back_nap = polls != worker_polls_seen
+      const std::uint64_t polls = other_polls_.load(std::memory_order_relaxed);
+      stand_back_nap = polls != other_polls_seen
                            ? std::min<Clock::duration>(stand_back_nap * 2, kStandBackNapMax)
                            : Clock::duration(kStandBackNap);
-      worker_polls_seen = polls;
+      other_polls_seen = polls;
       const auto until = std::min(next_heartbeat, now + stand_back_nap);
       standing_back_.store(true, std::memory_order_seq_cst);
       progress_sleeping_.store(1, std::memory_order_seq_cst);
@@ -680,7 +680,7 @@ int Cluster::poll() noexcept {
   // Workers (between tasks or spinning) and waiting threads poll here, the progress
   // thread does not: while these polls go on, its stand-back nap may grow. (Counted
   // under the transport's lock: a poll that finds it taken finds another poller.)
-  worker_polls_.store(worker_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  other_polls_.store(other_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   const bool was = t_on_progress_thread;
   t_on_progress_thread = true;  // handlers run here: no blocking calls
   int n = transport_.progress();

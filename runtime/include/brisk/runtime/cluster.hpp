@@ -406,7 +406,7 @@ class Cluster final : public detail::Executor,
   std::atomic<std::int64_t> last_shipped_{0};  // when a task last left for another rank (Clock ticks)
   std::atomic<std::int64_t> last_served_{0};   // when a task last came from another rank (Clock ticks)
   std::atomic<bool> standing_back_{false};     // the progress thread leaves polling to the workers
-  std::atomic<std::uint64_t> worker_polls_{0};  // polls by other threads than the progress thread
+  std::atomic<std::uint64_t> other_polls_{0};  // Cluster::poll calls (threads other than the progress thread)
   std::unique_ptr<ControlPlane> control_;
 
   std::vector<std::unique_ptr<Outbox>> outboxes_;
