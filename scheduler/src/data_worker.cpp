@@ -445,6 +445,15 @@ void DataWorker::link(Node* node) {
   }
 }
 
+void DataWorker::start(std::unique_ptr<Batch> batch) noexcept {
+  outstanding_.fetch_add(static_cast<std::int64_t>(batch->count), std::memory_order_acq_rel);
+  // Released in program order (computes then run in that order anyway: push_ready).
+  // The last ready() may free the batch: nothing of it is read after that.
+  Batch* b = batch.release();
+  Node* nodes = b->nodes.get();
+  for (std::size_t i = 0, n = b->count; i < n; ++i) ready(&nodes[i]);
+}
+
 void DataWorker::on_commands(Reader& r) {
   std::vector<std::vector<std::byte>> params;
   std::vector<DataCommand> cmds;
@@ -479,12 +488,7 @@ void DataWorker::on_commands(Reader& r) {
       link(&n);
     }
   }
-  outstanding_.fetch_add(static_cast<std::int64_t>(batch->count), std::memory_order_acq_rel);
-  // Released in program order (computes then run in that order anyway: push_ready).
-  // The last ready() may free the batch: nothing of it is read after that.
-  Batch* b = batch.release();
-  Node* nodes = b->nodes.get();
-  for (std::size_t i = 0, n = b->count; i < n; ++i) ready(&nodes[i]);
+  start(std::move(batch));
 }
 
 void DataWorker::on_install(Reader& r) {
@@ -600,12 +604,7 @@ void DataWorker::on_instantiate(Reader& r) {
     }
     instantiated_ += batch->count;
   }
-  outstanding_.fetch_add(static_cast<std::int64_t>(batch->count), std::memory_order_acq_rel);
-  // Released in program order (computes then run in that order anyway: push_ready).
-  // The last ready() may free the batch: nothing of it is read after that.
-  Batch* b = batch.release();
-  Node* nodes = b->nodes.get();
-  for (std::size_t i = 0, n = b->count; i < n; ++i) ready(&nodes[i]);
+  start(std::move(batch));
 }
 
 void DataWorker::add_stats(detail::DataPlaneStats& s) const {

@@ -128,6 +128,8 @@ class DataWorker {
   // Orders `node` after the instance's earlier accesses (mutex_ held).
   void link(Node* node);
   void add_edge(Node* from, Node* to);
+  // Counts a linked batch's commands as outstanding and releases its nodes.
+  void start(std::unique_ptr<Batch> batch) noexcept;
   void ready(Node* node) noexcept;
   void push_ready(Node* node) noexcept;
   Node* pop_ready() noexcept;
