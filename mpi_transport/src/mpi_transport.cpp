@@ -9,7 +9,8 @@
 
 #include <chrono>
 #include <climits>
-#include <deque>
+#include <atomic>
+#include <list>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -40,19 +41,26 @@ struct MpiTransport::Impl {
   MessageHandler on_message;
   FailureHandler on_failure;
 
-  struct Send {
-    MPI_Request request;
-    std::vector<std::byte> bytes;
-  };
+  // Sends in flight: requests and their buffers, index for index. Moving a buffer
+  // keeps its bytes where they are, which is all MPI holds on to.
   std::mutex send_mutex;
-  std::deque<Send> sends;  // stable addresses for in-flight buffers
+  std::vector<MPI_Request> send_requests;
+  std::vector<std::vector<std::byte>> send_buffers;
+  std::vector<int> send_peers;  // the rank each send goes to
+  std::vector<int> send_done;   // MPI_Testsome's indices
+  std::unique_ptr<std::atomic<std::uint32_t>[]> in_flight;  // sends not finished, per rank
 
+  // Gets in flight (one request per piece of up to kMaxPiece bytes), and their
+  // requests flat, each with its get, for one MPI_Testsome as for sends.
   struct Get {
-    std::vector<MPI_Request> requests;
+    std::size_t pending = 0;  // requests not finished yet
     Completion done;
   };
   std::mutex get_mutex;
-  std::vector<Get> gets;
+  std::list<Get> gets;  // stable addresses: get_owners points into it
+  std::vector<MPI_Request> get_requests;
+  std::vector<Get*> get_owners;
+  std::vector<int> get_done;
 
   std::vector<std::byte> recv_buffer;
   std::string window_error;  // why there is no window (empty: there is one)
@@ -109,7 +117,9 @@ StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create_window(std::size_t 
   return std::unique_ptr<MpiTransport>(new MpiTransport(std::move(impl)));
 }
 
-MpiTransport::MpiTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+MpiTransport::MpiTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->in_flight = std::make_unique<std::atomic<std::uint32_t>[]>(static_cast<std::size_t>(impl_->size));
+}
 
 MpiTransport::~MpiTransport() {
   // Finish what is in flight, then free the collective objects.
@@ -117,7 +127,7 @@ MpiTransport::~MpiTransport() {
     progress();
     std::lock_guard a(impl_->send_mutex);
     std::lock_guard b(impl_->get_mutex);
-    if (impl_->sends.empty() && impl_->gets.empty()) break;
+    if (impl_->send_requests.empty() && impl_->gets.empty()) break;
   }
   barrier();
   if (impl_->win != MPI_WIN_NULL) {
@@ -135,20 +145,25 @@ std::span<std::byte> MpiTransport::window() noexcept { return {impl_->base, impl
 
 const std::string& MpiTransport::window_error() const noexcept { return impl_->window_error; }
 
+std::size_t MpiTransport::sends_in_flight(Rank to) const noexcept {
+  if (to.value < 0 || to.value >= impl_->size) return 0;
+  return impl_->in_flight[static_cast<std::size_t>(to.value)].load(std::memory_order_relaxed);
+}
+
 Status MpiTransport::send(Rank to, std::vector<std::byte> message) {
   if (to.value < 0 || to.value >= impl_->size)
     return invalid_argument(fmt::format("no rank {} in a job of {}", to.value, impl_->size));
   if (message.size() > static_cast<std::size_t>(INT_MAX))
     return invalid_argument(fmt::format("a message of {} bytes is larger than MPI can send at once", message.size()));
   std::lock_guard lock(impl_->send_mutex);
-  impl_->sends.push_back({MPI_REQUEST_NULL, std::move(message)});
-  auto& s = impl_->sends.back();
-  int rc = MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, to.value, kMessageTag,
-                     impl_->comm, &s.request);
-  if (rc != MPI_SUCCESS) {
-    impl_->sends.pop_back();
-    return unavailable(fmt::format("MPI_Isend to rank {} failed: {}", to.value, mpi_error(rc)));
-  }
+  MPI_Request request = MPI_REQUEST_NULL;
+  int rc = MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, to.value, kMessageTag,
+                     impl_->comm, &request);
+  if (rc != MPI_SUCCESS) return unavailable(fmt::format("MPI_Isend to rank {} failed: {}", to.value, mpi_error(rc)));
+  impl_->send_requests.push_back(request);
+  impl_->send_buffers.push_back(std::move(message));
+  impl_->send_peers.push_back(to.value);
+  impl_->in_flight[static_cast<std::size_t>(to.value)].fetch_add(1, std::memory_order_relaxed);
   return {};
 }
 
@@ -168,38 +183,76 @@ int MpiTransport::progress() {
     ++events;
     if (impl_->on_message) impl_->on_message(Rank{status.MPI_SOURCE}, impl_->recv_buffer);
   }
-  // Finished sends: drop their buffers (in order; the front is the oldest).
+  // Finished sends: drop their buffers. One MPI_Testsome over all of them: an
+  // MPI_Test per send would make one progress call (and, with
+  // mpi_yield_when_idle, one sched_yield) per send still in flight, with the send
+  // lock held, and a rank that had queued thousands kept its own heartbeat waiting
+  // on that lock for seconds (4 ranks on 2 cores).
   {
     std::lock_guard lock(impl_->send_mutex);
-    for (auto it = impl_->sends.begin(); it != impl_->sends.end();) {
-      int done = 0;
-      MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
-      if (done) {
-        it = impl_->sends.erase(it);
-        ++events;
-      } else {
-        ++it;
+    auto& requests = impl_->send_requests;
+    if (!requests.empty()) {
+      impl_->send_done.resize(requests.size());
+      int finished = 0;
+      MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &finished, impl_->send_done.data(),
+                   MPI_STATUSES_IGNORE);
+      if (finished > 0 && finished != MPI_UNDEFINED) {
+        // Finished requests are MPI_REQUEST_NULL now: keep the others, in order.
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+          if (requests[i] == MPI_REQUEST_NULL) {
+            impl_->in_flight[static_cast<std::size_t>(impl_->send_peers[i])].fetch_sub(1, std::memory_order_relaxed);
+            continue;
+          }
+          if (kept != i) {
+            requests[kept] = requests[i];
+            impl_->send_buffers[kept] = std::move(impl_->send_buffers[i]);
+            impl_->send_peers[kept] = impl_->send_peers[i];
+          }
+          ++kept;
+        }
+        requests.resize(kept);
+        impl_->send_buffers.resize(kept);
+        impl_->send_peers.resize(kept);
+        events += finished;
       }
     }
   }
   // Finished gets.
-  std::vector<Impl::Get> finished;
+  std::vector<Completion> finished;
   {
     std::lock_guard lock(impl_->get_mutex);
+    auto& requests = impl_->get_requests;
+    if (!requests.empty()) {
+      impl_->get_done.resize(requests.size());
+      int n = 0;
+      MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &n, impl_->get_done.data(),
+                   MPI_STATUSES_IGNORE);
+      if (n > 0 && n != MPI_UNDEFINED) {
+        for (int k = 0; k < n; ++k) --impl_->get_owners[static_cast<std::size_t>(impl_->get_done[static_cast<std::size_t>(k)])]->pending;
+        std::size_t kept = 0;
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+          if (requests[i] == MPI_REQUEST_NULL) continue;
+          requests[kept] = requests[i];
+          impl_->get_owners[kept] = impl_->get_owners[i];
+          ++kept;
+        }
+        requests.resize(kept);
+        impl_->get_owners.resize(kept);
+      }
+    }
     for (auto it = impl_->gets.begin(); it != impl_->gets.end();) {
-      int done = 0;
-      MPI_Testall(static_cast<int>(it->requests.size()), it->requests.data(), &done, MPI_STATUSES_IGNORE);
-      if (done) {
-        finished.push_back(std::move(*it));
+      if (it->pending == 0) {
+        finished.push_back(std::move(it->done));
         it = impl_->gets.erase(it);
       } else {
         ++it;
       }
     }
   }
-  for (auto& g : finished) {
+  for (auto& done : finished) {
     ++events;
-    g.done(Status{});
+    done(Status{});
   }
   return events;
 }
@@ -236,26 +289,26 @@ Status MpiTransport::get(const RemoteRegion& remote, std::uint64_t offset, void*
   if (owner < 0 || owner >= impl_->size) return invalid_argument(fmt::format("no rank {} in a job of {}", owner, impl_->size));
   if (offset + length > remote.length) return invalid_argument("get outside the registered region");
   std::uint64_t disp = remote.address + offset - impl_->bases[static_cast<std::size_t>(owner)];
-  Impl::Get g;
-  g.done = std::move(done);
+  std::vector<MPI_Request> requests;
   auto* out = static_cast<std::byte*>(dst);
   for (std::size_t piece = 0; piece < length; piece += kMaxPiece) {
     int n = static_cast<int>(std::min(kMaxPiece, length - piece));
     MPI_Request req;
     int rc = MPI_Rget(out + piece, n, MPI_BYTE, owner, static_cast<MPI_Aint>(disp + piece), n, MPI_BYTE, impl_->win, &req);
     if (rc != MPI_SUCCESS) {
-      if (!g.requests.empty()) MPI_Waitall(static_cast<int>(g.requests.size()), g.requests.data(), MPI_STATUSES_IGNORE);
+      if (!requests.empty()) MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
       return unavailable(fmt::format("MPI_Rget from rank {} failed: {}", owner, mpi_error(rc)));
     }
-    g.requests.push_back(req);
-  }
-  if (g.requests.empty()) {  // zero bytes
-    std::lock_guard lock(impl_->get_mutex);
-    impl_->gets.push_back(std::move(g));
-    return {};
+    requests.push_back(req);
   }
   std::lock_guard lock(impl_->get_mutex);
-  impl_->gets.push_back(std::move(g));
+  Impl::Get& g = impl_->gets.emplace_back();
+  g.pending = requests.size();  // zero bytes: none, done at the next progress
+  g.done = std::move(done);
+  for (MPI_Request r : requests) {
+    impl_->get_requests.push_back(r);
+    impl_->get_owners.push_back(&g);
+  }
   return {};
 }
 

@@ -41,6 +41,12 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kBatchBytes = 64 * 1024;
 constexpr auto kBurstWindow = std::chrono::microseconds(20);
 constexpr int kBurstSends = 4;
+// Nor while this many messages to that rank are still in flight in the transport: a
+// rank that posts faster than a peer drains (many ranks on few cores, a flood of
+// spilled tasks) then sends one batch per poll instead of growing the transport's
+// queue by a message per record (with Open MPI 4.1's ob1 a queue of thousands of
+// small sends stalled every rank's progress for minutes).
+constexpr std::size_t kMaxSendsInFlight = 16;
 
 // kControl payloads start with one of these.
 enum : std::uint8_t {
@@ -717,7 +723,9 @@ void Cluster::post(Rank to, FrameKind kind, std::span<const std::byte> record) {
     ob.window_start = now;
     ob.sent_in_window = 0;
   }
-  if (batch.size() >= kBatchBytes || ob.sent_in_window < kBurstSends || !running_.load(std::memory_order_relaxed)) {
+  if (batch.size() >= kBatchBytes ||
+      (ob.sent_in_window < kBurstSends && transport_.sends_in_flight(to) < kMaxSendsInFlight) ||
+      !running_.load(std::memory_order_relaxed)) {
     send_frame(to, kind, std::exchange(batch, {}));
     ++ob.sent_in_window;
     return;

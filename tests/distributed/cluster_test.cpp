@@ -445,6 +445,32 @@ TEST(Cluster, SpillsOverToOtherRanksWhenTheQueueIsLong) {
   if (ranks() > 1) EXPECT_GT(used.size(), 1u);
 }
 
+// Submits `n` unpinned children at once, then gets them all: how many ran per rank.
+std::vector<int> flood(int n) {
+  std::vector<brisk::Ref<int>> kids;
+  kids.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) kids.push_back(brisk::remote(whoami));
+  std::vector<int> per_rank(static_cast<std::size_t>(brisk::size()));
+  for (auto& k : kids) ++per_rank.at(static_cast<std::size_t>(brisk::get(k)));
+  return per_rank;
+}
+BRISK_REMOTE(flood);
+
+// Every rank submits a flood of short tasks that spill to the global scheduler at
+// once (more ranks than cores: each rank sends faster than its peers drain). Over
+// mpi, one MPI message per spilled task grew Open MPI's send queues without bound,
+// and the ranks stalled in MPI progress for minutes.
+TEST(Cluster, EveryRankFloodingTheSchedulerFinishes) {
+  const int n = 150000;
+  std::vector<brisk::Ref<std::vector<int>>> roots;
+  for (int r = 0; r < ranks(); ++r) roots.push_back(brisk::task(flood).resources(on(r)).remote(n));
+  long total = 0;
+  for (auto& root : roots) {
+    for (int c : brisk::get(root)) total += c;
+  }
+  EXPECT_EQ(total, static_cast<long>(n) * ranks());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

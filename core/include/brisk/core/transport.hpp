@@ -68,6 +68,14 @@ class Transport {
   // kInvalidArgument if it is not a rank of the job.
   virtual Status send(Rank to, std::vector<std::byte> message) = 0;
 
+  // Messages sent to `to` that the backend has not finished sending (0 where it does
+  // not count them). Callers batch further messages to a peer while many are in
+  // flight, rather than add to a queue that only grows. Any thread; approximate.
+  virtual std::size_t sends_in_flight(Rank to) const noexcept {
+    (void)to;
+    return 0;
+  }
+
   // Moves messages and transfers along; runs handlers and completions. Returns the
   // number of events handled (0: nothing happened, the caller may back off).
   virtual int progress() = 0;
