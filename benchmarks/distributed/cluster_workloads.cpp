@@ -194,6 +194,8 @@ struct Raw {
   std::vector<double> mpi_get_fresh_gbps;  // the same, A rewriting the bytes before each read
   std::vector<double> mpi_get_read_gbps;   // fresh, and B then reads every byte it got
   std::vector<double> mpi_get_created_gbps;  // as mpi_get, from a window A made over a memfd
+  std::vector<double> mpi_get_created_fresh_gbps;  // as mpi_get_fresh, from such a window
+  std::vector<double> mpi_get_created_read_gbps;   // as mpi_get_read, from such a window
   std::vector<double> ucx_get_gbps;    // empty without UCX
   int cores_available = 0;             // distinct cores the ranks may use, summed over hosts
   std::string hosts_json = "[]";
@@ -569,16 +571,18 @@ BRISK_REMOTE(spawn);
 struct Counters {
   std::uint64_t frames_sent, tasks_sent, tasks_received, tasks_placed, results_received, fetches, fetched_bytes,
       fetched_shared, borrowed, arena_used;
+  bool arena_shared;
   template <class A>
   void serialize(A& ar) {
     ar(frames_sent, tasks_sent, tasks_received, tasks_placed, results_received, fetches, fetched_bytes,
-       fetched_shared, borrowed, arena_used);
+       fetched_shared, borrowed, arena_used, arena_shared);
   }
 };
 Counters counters_here() {
   const brisk::ClusterStats s = cluster().stats();
   return {s.frames_sent, s.tasks_sent, s.tasks_received, s.tasks_placed,
-          s.results_received, s.fetches, s.fetched_bytes, s.fetched_shared, s.borrowed, s.arena_used};
+          s.results_received, s.fetches, s.fetched_bytes, s.fetched_shared, s.borrowed, s.arena_used,
+          s.arena_shared};
 }
 BRISK_REMOTE(counters_here);
 
@@ -714,6 +718,19 @@ void object_transfer_of(const Job& job) {
     const double gbps = moved && transfer > 0 ? sizes[s] / (transfer * 1e3) : NAN;
     const double raw_mpi = job.raw.mpi_get_gbps[s];
     const double raw_ucx = job.raw.ucx_get_gbps.empty() ? NAN : job.raw.ucx_get_gbps[s];
+    // The raw figure that does the same work as this read: a one-sided read of bytes
+    // the holder has just written (each repetition's object is new), from a window
+    // made over a memfd where the reader pulled from the maker's node-shared arena, as
+    // brisk's get path does, else from MPI's own window (the fastest on a node);
+    // followed by the same read of every byte where the task reads them. Over ucx,
+    // ucp_get_nbx of clean bytes, with no read after.
+    const bool created = std::string_view(path) == "pulled" && after[p.a].arena_shared;
+    const char* like_name = ucx       ? "ucp_get_nbx"
+                            : created ? (all ? "mpi_get_created_window_then_read" : "mpi_get_created_window_fresh")
+                                      : (all ? "mpi_get_then_read" : "mpi_get_fresh");
+    const double like = ucx       ? raw_ucx
+                        : created ? (all ? job.raw.mpi_get_created_read_gbps[s] : job.raw.mpi_get_created_fresh_gbps[s])
+                                  : (all ? job.raw.mpi_get_read_gbps[s] : job.raw.mpi_get_fresh_gbps[s]);
     job.line("object_transfer")
         .text("object", Container<C>::name)
         .integer("bytes", static_cast<long long>(sizes[s]))
@@ -730,12 +747,16 @@ void object_transfer_of(const Job& job) {
         .raw("raw", "{\"mpi_get\":" + number(raw_mpi) + ",\"mpi_get_fresh\":" + number(job.raw.mpi_get_fresh_gbps[s]) +
                         ",\"mpi_get_then_read\":" + number(job.raw.mpi_get_read_gbps[s]) +
                         ",\"mpi_get_created_window\":" + number(job.raw.mpi_get_created_gbps[s]) +
+                        ",\"mpi_get_created_window_fresh\":" + number(job.raw.mpi_get_created_fresh_gbps[s]) +
+                        ",\"mpi_get_created_window_then_read\":" + number(job.raw.mpi_get_created_read_gbps[s]) +
                         ",\"ucp_get_nbx\":" + number(raw_ucx) + ",\"unit\":\"GB/s\"}")
         .num("ratio_to_raw", gbps / (ucx ? raw_ucx : raw_mpi))
         .num("ratio_to_fresh_mpi_get", gbps / job.raw.mpi_get_fresh_gbps[s])
         .num("ratio_to_mpi_get_then_read", gbps / job.raw.mpi_get_read_gbps[s])
         .num("ratio_to_created_window_get", gbps / job.raw.mpi_get_created_gbps[s])
         .text("ratio_against", ucx ? "ucp_get_nbx" : "mpi_get")
+        .text("like_for_like", like_name)
+        .num("ratio_like_for_like", gbps / like)
         .raw("cluster", cluster_json(before, after))
         .emit();
   }
@@ -859,6 +880,8 @@ int main(int argc, char** argv) {
     job.raw.mpi_get_fresh_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true);
     job.raw.mpi_get_read_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true, true);
     job.raw.mpi_get_created_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, false, false, true);
+    job.raw.mpi_get_created_fresh_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true, false, true);
+    job.raw.mpi_get_created_read_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true, true, true);
 #if BRISK_HAVE_UCX
     job.raw.ucx_get_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick);
 #endif

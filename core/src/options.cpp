@@ -402,8 +402,9 @@ constexpr std::array<OptionSpec, 31> kSpecs = {{
      apply_spill_queue},
     {"brisk-arena-bytes", "BRISK_ARENA_BYTES", "SIZE", "0", "expected 0 (automatic) or a size of at least 1M",
      "Registered memory per rank that peers pull large objects from; an object that does "
-     "not fit travels inside the message. 0 = 1G with ucx, 256M with mpi (MPI may commit "
-     "the whole window at start: Open MPI fills it with --brisk-node-shm=off, about 1 s per GiB).",
+     "not fit travels inside the message. 0 = 1G, or an eighth of the node's memory shared "
+     "by its ranks where that is less (at least 64M); at most 256M for a window MPI allocates "
+     "itself (--brisk-node-shm=off), which Open MPI fills at start, about 1 s per GiB.",
      apply_arena_bytes},
     {"brisk-node-shm", "BRISK_NODE_SHM", "on|off|unmapped", "on", "expected on, off or unmapped",
      "Ranks on one node map each other's arenas read-only: a task reads a brisk::Array made "

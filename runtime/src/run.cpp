@@ -2,7 +2,9 @@
 // cluster, wired together.
 #include <fmt/format.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -76,26 +78,58 @@ struct Wire {
   std::vector<std::span<const std::byte>> peer_arenas;  // by rank; empty where not mapped
 };
 
-// --brisk-arena-bytes, else 1 GiB with ucx and 256 MiB with mpi: with
-// MPI_Win_allocate Open MPI fills every page of the window at start, and over
-// InfiniBand a window made over the node-shared arena is registered, so committed,
-// whole.
-std::size_t arena_bytes_of(const Options& options) {
-  return options.arena_bytes ? options.arena_bytes
-         : options.transport == TransportKind::kUcx ? (std::size_t{1} << 30)
-                                                    : (std::size_t{256} << 20);
+// The arena a rank lends large objects from: --brisk-arena-bytes, else 1 GiB, or an
+// eighth of the host's memory shared by the ranks on it where that is less (at
+// least 64 MiB). A brisk::Array of up to half of it is made there and lent where it
+// lies; a larger one is copied into it when another rank reads it. Mapped arenas
+// (node-shared, or UCX's) take pages only as they are used; so does a window Open MPI
+// makes over them on one node, while over InfiniBand it registers (pins) the whole
+// window, hence the share of memory.
+std::size_t arena_bytes_of(const Options& options, int ranks_on_host) {
+  if (options.arena_bytes) return options.arena_bytes;
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  std::size_t share = std::size_t{1} << 30;
+  if (pages > 0 && page > 0) {
+    share = static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 8 /
+            static_cast<std::size_t>(std::max(1, ranks_on_host));
+  }
+  return std::max(64 * kMiB, std::min(std::size_t{1} << 30, share / kMiB * kMiB));
+}
+
+// The window MPI allocates itself (MPI_Win_allocate, where there is no node-shared
+// arena): Open MPI fills every page of it at start, so without --brisk-arena-bytes it
+// stays at 256 MiB.
+std::size_t allocated_window_bytes(const Options& options, int ranks_on_host) {
+  const std::size_t bytes = arena_bytes_of(options, ranks_on_host);
+  return options.arena_bytes ? bytes : std::min(bytes, std::size_t{256} << 20);
+}
+
+// How many ranks of the job run on `host` (collective).
+int ranks_on(const std::string& host, MpiEnvironment& mpi) {
+  Writer w;
+  w(host);
+  int n = 0;
+  for (const auto& bytes : mpi.allgather(w.bytes())) {
+    Reader r(bytes);
+    std::string h;
+    r(h);
+    n += h == host;
+  }
+  return n;
 }
 
 // --brisk-node-shm (collective): every rank makes its arena in shared memory and maps
 // those of the ranks on its host. The ranks agree on it: where any rank has it off
 // or cannot make one, none uses one (the MPI window must be made the same way on
 // every rank), and where any has it `unmapped`, none maps.
-std::unique_ptr<NodeArena> share_arenas(const Options& options, const std::string& host, MpiEnvironment& mpi,
-                                        std::vector<std::span<const std::byte>>& peers) {
+std::unique_ptr<NodeArena> share_arenas(const Options& options, const std::string& host, std::size_t arena_bytes,
+                                        MpiEnvironment& mpi, std::vector<std::span<const std::byte>>& peers) {
   std::unique_ptr<NodeArena> arena;
   std::string why;
   if (options.node_shm != NodeShm::kOff) {
-    if (auto a = NodeArena::create(arena_bytes_of(options), host); a.ok()) {
+    if (auto a = NodeArena::create(arena_bytes, host); a.ok()) {
       arena = std::move(a).value();
     } else {
       why = a.status().message();
@@ -153,8 +187,10 @@ std::unique_ptr<NodeArena> share_arenas(const Options& options, const std::strin
 
 StatusOr<Wire> make_wire(const Options& options, const Topology& topology, MpiEnvironment& mpi) {
   Wire w;
-  const std::size_t arena_bytes = arena_bytes_of(options);
-  w.node = share_arenas(options, topology.hostname(), mpi, w.peer_arenas);
+  const int ranks_on_host = ranks_on(topology.hostname(), mpi);
+  const std::size_t arena_bytes = arena_bytes_of(options, ranks_on_host);
+  const std::size_t window_bytes = allocated_window_bytes(options, ranks_on_host);
+  w.node = share_arenas(options, topology.hostname(), arena_bytes, mpi, w.peer_arenas);
   if (options.transport == TransportKind::kUcx) {
 #if BRISK_HAVE_UCX
     auto t = UcxTransport::create();
@@ -173,7 +209,7 @@ StatusOr<Wire> make_wire(const Options& options, const Topology& topology, MpiEn
     return failed_precondition("--brisk-transport=ucx: this brisk was built without UCX (BRISK_ENABLE_UCX)");
 #endif
   } else {
-    auto t = w.node ? MpiTransport::create(w.node->memory()) : MpiTransport::create(arena_bytes);
+    auto t = w.node ? MpiTransport::create(w.node->memory()) : MpiTransport::create(window_bytes);
     if (t.ok() && w.node && (*t)->window().empty()) {
       // No window over the shared arena (MPI_Win_create failed, on every rank alike):
       // the window MPI allocates itself, and no views (nothing is placed in them).
@@ -184,7 +220,7 @@ StatusOr<Wire> make_wire(const Options& options, const Topology& topology, MpiEn
       t->reset();
       w.node.reset();
       w.peer_arenas.clear();
-      t = MpiTransport::create(arena_bytes);
+      t = MpiTransport::create(window_bytes);
     }
     if (!t.ok()) return t.status();
     MpiTransport* mpi = t->get();
@@ -360,6 +396,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     wire = std::move(w).value();
     cc.inline_bytes = options.inline_bytes;
     cc.peer_arenas = wire.peer_arenas;
+    cc.arena_shared = wire.node != nullptr;
     try {
       for (const auto& v : wire.peer_arenas) {
         if (!v.empty()) add_borrowed_memory(v.data(), v.size());  // arrays read in place there free nothing

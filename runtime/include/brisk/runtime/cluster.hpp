@@ -76,6 +76,8 @@ struct ClusterStats {
   std::size_t saved = 0;                   // owned objects that a checkpoint holds (their holder is alive)
   std::uint64_t frames_sent = 0;
   std::uint64_t arena_used = 0;
+  std::uint64_t arena_bytes = 0;      // the arena's size (0: no one-sided reads)
+  bool arena_shared = false;          // it is node-shared memory (Config::arena_shared)
   std::size_t directory = 0;          // objects shared with other ranks, alive here
   std::size_t held = 0;               // exported copies kept for other ranks
   std::size_t pending = 0;            // tasks sent away, result not back yet
@@ -113,6 +115,10 @@ class Cluster final : public detail::Executor,
     // The arenas of the other ranks on this node, mapped read-only (index = rank;
     // empty where not mapped): objects they hold are read from there, not pulled.
     std::vector<std::span<const std::byte>> peer_arenas;
+    // The arena is node-shared memory (a memfd that the node's other ranks may map)
+    // that the transport exposes as it is (mpi: MPI_Win_create over it, not a window
+    // MPI allocates). Reported in ClusterStats.
+    bool arena_shared = false;
     // The rank's workers take every core of its cpuset, and poll the transport
     // between tasks and while they spin (LocalScheduler::set_poll_between_tasks):
     // while one of them is awake, the progress thread stands back (see
