@@ -53,9 +53,10 @@ struct MpiTransport::Impl {
   // Gets in flight (one request per piece of up to kMaxPiece bytes), and their
   // requests flat, each with its get, for one MPI_Testsome as for sends.
   struct Get {
-    std::size_t pending = 0;  // requests not finished yet
+    std::size_t pending = 0;  // requests not finished yet (kStarting: not all made yet)
     Completion done;
   };
+  static constexpr std::size_t kStarting = ~std::size_t{0};
   std::mutex get_mutex;
   std::list<Get> gets;  // stable addresses: get_owners points into it
   std::vector<MPI_Request> get_requests;
@@ -156,6 +157,10 @@ Status MpiTransport::send(Rank to, std::vector<std::byte> message) {
   if (message.size() > static_cast<std::size_t>(INT_MAX))
     return invalid_argument(fmt::format("a message of {} bytes is larger than MPI can send at once", message.size()));
   std::lock_guard lock(impl_->send_mutex);
+  // Room first: once MPI_Isend has started, nothing may throw before the buffer is kept.
+  impl_->send_requests.reserve(impl_->send_requests.size() + 1);
+  impl_->send_buffers.reserve(impl_->send_buffers.size() + 1);
+  impl_->send_peers.reserve(impl_->send_peers.size() + 1);
   MPI_Request request = MPI_REQUEST_NULL;
   int rc = MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, to.value, kMessageTag,
                      impl_->comm, &request);
@@ -289,7 +294,22 @@ Status MpiTransport::get(const RemoteRegion& remote, std::uint64_t offset, void*
   if (owner < 0 || owner >= impl_->size) return invalid_argument(fmt::format("no rank {} in a job of {}", owner, impl_->size));
   if (offset + length > remote.length) return invalid_argument("get outside the registered region");
   std::uint64_t disp = remote.address + offset - impl_->bases[static_cast<std::size_t>(owner)];
+  // Room first, under the lock: once the reads have started, nothing may throw
+  // before they are kept. The reads themselves are made outside it (over shared
+  // memory the copy happens inside MPI_Rget, and progress() must not wait for it);
+  // meanwhile the get waits with no request counted and is not finished.
+  const std::size_t pieces = (length + kMaxPiece - 1) / kMaxPiece;
   std::vector<MPI_Request> requests;
+  requests.reserve(pieces);
+  Impl::Get* g = nullptr;
+  {
+    std::lock_guard lock(impl_->get_mutex);
+    g = &impl_->gets.emplace_back();
+    g->pending = Impl::kStarting;
+    g->done = std::move(done);
+    impl_->get_requests.reserve(impl_->get_requests.size() + pieces);
+    impl_->get_owners.reserve(impl_->get_owners.size() + pieces);
+  }
   auto* out = static_cast<std::byte*>(dst);
   for (std::size_t piece = 0; piece < length; piece += kMaxPiece) {
     int n = static_cast<int>(std::min(kMaxPiece, length - piece));
@@ -297,17 +317,22 @@ Status MpiTransport::get(const RemoteRegion& remote, std::uint64_t offset, void*
     int rc = MPI_Rget(out + piece, n, MPI_BYTE, owner, static_cast<MPI_Aint>(disp + piece), n, MPI_BYTE, impl_->win, &req);
     if (rc != MPI_SUCCESS) {
       if (!requests.empty()) MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+      std::lock_guard lock(impl_->get_mutex);
+      for (auto it = impl_->gets.begin(); it != impl_->gets.end(); ++it) {
+        if (&*it == g) {
+          impl_->gets.erase(it);
+          break;
+        }
+      }
       return unavailable(fmt::format("MPI_Rget from rank {} failed: {}", owner, mpi_error(rc)));
     }
     requests.push_back(req);
   }
   std::lock_guard lock(impl_->get_mutex);
-  Impl::Get& g = impl_->gets.emplace_back();
-  g.pending = requests.size();  // zero bytes: none, done at the next progress
-  g.done = std::move(done);
+  g->pending = requests.size();  // zero bytes: none, done at the next progress
   for (MPI_Request r : requests) {
     impl_->get_requests.push_back(r);
-    impl_->get_owners.push_back(&g);
+    impl_->get_owners.push_back(g);
   }
   return {};
 }

@@ -41,7 +41,8 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kBatchBytes = 64 * 1024;
 constexpr auto kBurstWindow = std::chrono::microseconds(20);
 constexpr int kBurstSends = 4;
-// Nor while this many messages to that rank are still in flight in the transport: a
+// Nor while this many messages to that rank are in flight in the transport (or done,
+// and not yet seen done by a progress pass): a
 // rank that posts faster than a peer drains (many ranks on few cores, a flood of
 // spilled tasks) then sends one batch per poll instead of growing the transport's
 // queue by a message per record (with Open MPI 4.1's ob1 a queue of thousands of
@@ -2707,6 +2708,8 @@ ClusterStats Cluster::stats() const {
   }
   s.frames_sent = frames_sent_.load();
   s.arena_used = arena_alloc_.used();
+  s.arena_bytes = arena_registration_ ? arena_.size() : 0;
+  s.arena_shared = config_.arena_shared;
   {
     std::lock_guard lock(directory_mutex_);
     s.directory = directory_.size();

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <memory>
 #include <atomic>
 #include <thread>
@@ -90,11 +91,15 @@ std::size_t arena_bytes_of(const Options& options, int ranks_on_host) {
   constexpr std::size_t kMiB = std::size_t{1} << 20;
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGESIZE);
-  std::size_t share = std::size_t{1} << 30;
-  if (pages > 0 && page > 0) {
-    share = static_cast<std::size_t>(pages) * static_cast<std::size_t>(page) / 8 /
-            static_cast<std::size_t>(std::max(1, ranks_on_host));
+  std::size_t memory = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
+                                              : std::size_t{8} << 30;
+  // A job confined to less (Slurm's or a container's memory cgroup) counts that.
+  for (const char* limit : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(limit);
+    unsigned long long bytes = 0;
+    if (in >> bytes && bytes > 0) memory = std::min<std::size_t>(memory, bytes);
   }
+  const std::size_t share = memory / 8 / static_cast<std::size_t>(std::max(1, ranks_on_host));
   return std::max(64 * kMiB, std::min(std::size_t{1} << 30, share / kMiB * kMiB));
 }
 
@@ -104,20 +109,6 @@ std::size_t arena_bytes_of(const Options& options, int ranks_on_host) {
 std::size_t allocated_window_bytes(const Options& options, int ranks_on_host) {
   const std::size_t bytes = arena_bytes_of(options, ranks_on_host);
   return options.arena_bytes ? bytes : std::min(bytes, std::size_t{256} << 20);
-}
-
-// How many ranks of the job run on `host` (collective).
-int ranks_on(const std::string& host, MpiEnvironment& mpi) {
-  Writer w;
-  w(host);
-  int n = 0;
-  for (const auto& bytes : mpi.allgather(w.bytes())) {
-    Reader r(bytes);
-    std::string h;
-    r(h);
-    n += h == host;
-  }
-  return n;
 }
 
 // --brisk-node-shm (collective): every rank makes its arena in shared memory and maps
@@ -185,9 +176,9 @@ std::unique_ptr<NodeArena> share_arenas(const Options& options, const std::strin
   return arena;
 }
 
-StatusOr<Wire> make_wire(const Options& options, const Topology& topology, MpiEnvironment& mpi) {
+// `ranks_on_host`: how many ranks of the job run on this rank's host.
+StatusOr<Wire> make_wire(const Options& options, const Topology& topology, int ranks_on_host, MpiEnvironment& mpi) {
   Wire w;
-  const int ranks_on_host = ranks_on(topology.hostname(), mpi);
   const std::size_t arena_bytes = arena_bytes_of(options, ranks_on_host);
   const std::size_t window_bytes = allocated_window_bytes(options, ranks_on_host);
   w.node = share_arenas(options, topology.hostname(), arena_bytes, mpi, w.peer_arenas);
@@ -366,12 +357,14 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   Cluster::Config cc;
   cc.roles = *roles;
   std::map<std::string, double> largest;
+  int ranks_on_host = 0;
   for (const auto& bytes : all) {
     std::map<std::string, double> res;
     std::string host, line;
     std::int64_t off = 0;
     Reader r(bytes);
     r(res, host, off, line);
+    ranks_on_host += host == topology->hostname();
     for (const auto& [k, v] : res) largest[k] = std::max(largest[k], v);
     cc.node_resources.push_back(std::move(res));
     if (options.report_roles && rank == 0) std::fprintf(stdout, "%s\n", line.c_str());
@@ -387,7 +380,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   std::unique_ptr<Cluster> cluster;
   Wire wire;
   if (size > 1) {
-    auto w = make_wire(options, *topology, *mpi);
+    auto w = make_wire(options, *topology, ranks_on_host, *mpi);
     if (!w.ok()) {
       std::fprintf(stderr, "brisk: rank %d: cannot start the %s transport: %s\n", rank, transport_name,
                    w.status().message().c_str());

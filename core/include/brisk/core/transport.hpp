@@ -68,9 +68,9 @@ class Transport {
   // kInvalidArgument if it is not a rank of the job.
   virtual Status send(Rank to, std::vector<std::byte> message) = 0;
 
-  // Messages sent to `to` that the backend has not finished sending (0 where it does
-  // not count them). Callers batch further messages to a peer while many are in
-  // flight, rather than add to a queue that only grows. Any thread; approximate.
+  // Messages sent to `to` that no progress() call has found finished yet (0 where the
+  // backend does not count them). Callers batch further messages to a peer while many
+  // are in flight, rather than add to a queue that only grows. Any thread; approximate.
   virtual std::size_t sends_in_flight(Rank to) const noexcept {
     (void)to;
     return 0;
