@@ -21,6 +21,34 @@ constexpr int kMessageTag = 0x6272;
 // MPI counts are ints: larger transfers go in pieces.
 constexpr std::size_t kMaxPiece = std::size_t{1} << 30;
 
+// One MPI_Testsome over `requests`; then, for each finished one (MPI_REQUEST_NULL
+// now), done(i), and the others move down in order: moved(from, to) for what goes
+// with each, resized(kept) at the end. `indices` is scratch. Returns how many finished.
+template <class Done, class Moved, class Resized>
+int test_some(std::vector<MPI_Request>& requests, std::vector<int>& indices, Done done, Moved moved,
+              Resized resized) {
+  if (requests.empty()) return 0;
+  indices.resize(requests.size());
+  int n = 0;
+  MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &n, indices.data(), MPI_STATUSES_IGNORE);
+  if (n <= 0 || n == MPI_UNDEFINED) return 0;
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) {
+      done(i);
+      continue;
+    }
+    if (kept != i) {
+      requests[kept] = requests[i];
+      moved(i, kept);
+    }
+    ++kept;
+  }
+  requests.resize(kept);
+  resized(kept);
+  return n;
+}
+
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -195,57 +223,27 @@ int MpiTransport::progress() {
   // on that lock for seconds (4 ranks on 2 cores).
   {
     std::lock_guard lock(impl_->send_mutex);
-    auto& requests = impl_->send_requests;
-    if (!requests.empty()) {
-      impl_->send_done.resize(requests.size());
-      int finished = 0;
-      MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &finished, impl_->send_done.data(),
-                   MPI_STATUSES_IGNORE);
-      if (finished > 0 && finished != MPI_UNDEFINED) {
-        // Finished requests are MPI_REQUEST_NULL now: keep the others, in order.
-        std::size_t kept = 0;
-        for (std::size_t i = 0; i < requests.size(); ++i) {
-          if (requests[i] == MPI_REQUEST_NULL) {
-            impl_->in_flight[static_cast<std::size_t>(impl_->send_peers[i])].fetch_sub(1, std::memory_order_relaxed);
-            continue;
-          }
-          if (kept != i) {
-            requests[kept] = requests[i];
-            impl_->send_buffers[kept] = std::move(impl_->send_buffers[i]);
-            impl_->send_peers[kept] = impl_->send_peers[i];
-          }
-          ++kept;
-        }
-        requests.resize(kept);
-        impl_->send_buffers.resize(kept);
-        impl_->send_peers.resize(kept);
-        events += finished;
-      }
-    }
+    events += test_some(impl_->send_requests, impl_->send_done,
+                        [&](std::size_t i) {
+                          impl_->in_flight[static_cast<std::size_t>(impl_->send_peers[i])].fetch_sub(
+                              1, std::memory_order_relaxed);
+                        },
+                        [&](std::size_t from, std::size_t to) {
+                          impl_->send_buffers[to] = std::move(impl_->send_buffers[from]);
+                          impl_->send_peers[to] = impl_->send_peers[from];
+                        },
+                        [&](std::size_t kept) {
+                          impl_->send_buffers.resize(kept);
+                          impl_->send_peers.resize(kept);
+                        });
   }
   // Finished gets.
   std::vector<Completion> finished;
   {
     std::lock_guard lock(impl_->get_mutex);
-    auto& requests = impl_->get_requests;
-    if (!requests.empty()) {
-      impl_->get_done.resize(requests.size());
-      int n = 0;
-      MPI_Testsome(static_cast<int>(requests.size()), requests.data(), &n, impl_->get_done.data(),
-                   MPI_STATUSES_IGNORE);
-      if (n > 0 && n != MPI_UNDEFINED) {
-        for (int k = 0; k < n; ++k) --impl_->get_owners[static_cast<std::size_t>(impl_->get_done[static_cast<std::size_t>(k)])]->pending;
-        std::size_t kept = 0;
-        for (std::size_t i = 0; i < requests.size(); ++i) {
-          if (requests[i] == MPI_REQUEST_NULL) continue;
-          requests[kept] = requests[i];
-          impl_->get_owners[kept] = impl_->get_owners[i];
-          ++kept;
-        }
-        requests.resize(kept);
-        impl_->get_owners.resize(kept);
-      }
-    }
+    test_some(impl_->get_requests, impl_->get_done, [&](std::size_t i) { --impl_->get_owners[i]->pending; },
+              [&](std::size_t from, std::size_t to) { impl_->get_owners[to] = impl_->get_owners[from]; },
+              [&](std::size_t kept) { impl_->get_owners.resize(kept); });
     for (auto it = impl_->gets.begin(); it != impl_->gets.end();) {
       if (it->pending == 0) {
         finished.push_back(std::move(it->done));
