@@ -6,6 +6,7 @@
 #include <mpi.h>
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@ struct UcxTransport::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
   int size = 1;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> in_flight;  // sends not completed, per rank
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
   std::vector<ucp_ep_h> eps;
@@ -81,10 +83,13 @@ namespace {
 struct SendState {
   std::vector<std::byte> bytes;
   std::int32_t header = 0;
+  std::atomic<std::uint32_t>* in_flight = nullptr;  // the peer's count of sends in flight
 };
 
 void send_done(void* request, ucs_status_t, void* user_data) {
-  delete static_cast<SendState*>(user_data);
+  auto* s = static_cast<SendState*>(user_data);
+  s->in_flight->fetch_sub(1, std::memory_order_relaxed);
+  delete s;
   ucp_request_free(request);
 }
 
@@ -258,7 +263,14 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   return std::unique_ptr<UcxTransport>(new UcxTransport(std::move(impl)));
 }
 
-UcxTransport::UcxTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+UcxTransport::UcxTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  impl_->in_flight = std::make_unique<std::atomic<std::uint32_t>[]>(static_cast<std::size_t>(impl_->size));
+}
+
+std::size_t UcxTransport::sends_in_flight(Rank to) const noexcept {
+  if (to.value < 0 || to.value >= impl_->size) return 0;
+  return impl_->in_flight[static_cast<std::size_t>(to.value)].load(std::memory_order_relaxed);
+}
 
 UcxTransport::~UcxTransport() {
   // Let in-flight traffic drain on every rank before endpoints go away.
@@ -321,13 +333,15 @@ Status UcxTransport::send(Rank to, std::vector<std::byte> message) {
     return invalid_argument(fmt::format("no rank {} in a job of {}", to.value, impl_->size));
   std::shared_lock ep_lock(impl_->ep_mutex);
   if (impl_->is_dead(to.value)) return unavailable(fmt::format("rank {} is dead", to.value));
-  auto* s = new SendState{std::move(message), impl_->rank};
+  auto* s = new SendState{std::move(message), impl_->rank, &impl_->in_flight[static_cast<std::size_t>(to.value)]};
+  s->in_flight->fetch_add(1, std::memory_order_relaxed);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = send_done;
   p.user_data = s;
   ucs_status_ptr_t req = ucp_am_send_nbx(impl_->eps[static_cast<std::size_t>(to.value)], kAmId, &s->header,
                                          sizeof s->header, s->bytes.data(), s->bytes.size(), &p);
+  if (req == nullptr || UCS_PTR_IS_ERR(req)) s->in_flight->fetch_sub(1, std::memory_order_relaxed);
   if (req == nullptr) {
     delete s;
     return {};

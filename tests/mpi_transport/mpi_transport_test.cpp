@@ -41,10 +41,11 @@ TEST(MpiTransportOnly, OnlyWindowMemoryCanBeRegistered) {
 }
 
 // The count that lets the Cluster batch while a peer drains slowly: every send
-// counts, per destination, until a progress() call finds it finished.
-TEST(MpiTransportOnly, SendsInFlightAreCountedUntilFinished) {
-  if (g_backend != "mpi") GTEST_SKIP() << "mpi backend only";
+// counts, per destination, until a progress() call finds it finished. (mpi counts
+// every send until then; ucx only those that did not complete at once.)
+TEST(TransportConformance, SendsInFlightAreCountedUntilFinished) {
   brisk::Transport& t = *g_transport;
+  const bool exact = g_backend == "mpi";
   const int n = t.size();
   const brisk::Rank next{(t.rank().value + 1) % n};
   const brisk::Rank prev{(t.rank().value + n - 1) % n};
@@ -56,11 +57,18 @@ TEST(MpiTransportOnly, SendsInFlightAreCountedUntilFinished) {
   for (int i = 0; i < kToNext; ++i) ASSERT_TRUE(t.send(next, std::vector<std::byte>(100 + i)).ok());
   for (int i = 0; i < kToPrev; ++i) ASSERT_TRUE(t.send(prev, std::vector<std::byte>(10 + i)).ok());
   // None was tested yet. (With 2 ranks, next and prev are one rank.)
+  const auto expect_count = [&](brisk::Rank to, int sent) {
+    if (exact) {
+      EXPECT_EQ(t.sends_in_flight(to), static_cast<std::size_t>(sent)) << "to rank " << to.value;
+    } else {
+      EXPECT_LE(t.sends_in_flight(to), static_cast<std::size_t>(sent)) << "to rank " << to.value;
+    }
+  };
   if (next == prev) {
-    EXPECT_EQ(t.sends_in_flight(next), static_cast<std::size_t>(kToNext + kToPrev));
+    expect_count(next, kToNext + kToPrev);
   } else {
-    EXPECT_EQ(t.sends_in_flight(next), static_cast<std::size_t>(kToNext));
-    EXPECT_EQ(t.sends_in_flight(prev), static_cast<std::size_t>(kToPrev));
+    expect_count(next, kToNext);
+    expect_count(prev, kToPrev);
   }
   EXPECT_EQ(t.sends_in_flight(brisk::Rank{-1}), 0u);
   EXPECT_EQ(t.sends_in_flight(brisk::Rank{n}), 0u);

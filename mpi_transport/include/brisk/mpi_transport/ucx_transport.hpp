@@ -31,6 +31,7 @@ class UcxTransport final : public Transport {
   void set_message_handler(MessageHandler handler) override;
   void set_failure_handler(FailureHandler handler) override;
   Status send(Rank to, std::vector<std::byte> message) override;
+  std::size_t sends_in_flight(Rank to) const noexcept override;
   int progress() override;
   StatusOr<std::unique_ptr<MemoryRegistration>> register_memory(void* base, std::size_t length) override;
   Status get(const RemoteRegion& remote, std::uint64_t offset, void* dst, std::size_t length,
