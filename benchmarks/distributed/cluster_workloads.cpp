@@ -570,19 +570,19 @@ BRISK_REMOTE(spawn);
 // The counters that matter, of the rank it runs on.
 struct Counters {
   std::uint64_t frames_sent, tasks_sent, tasks_received, tasks_placed, results_received, fetches, fetched_bytes,
-      fetched_shared, borrowed, arena_used;
+      fetched_shared, borrowed, arena_used, arena_bytes;
   bool arena_shared;
   template <class A>
   void serialize(A& ar) {
     ar(frames_sent, tasks_sent, tasks_received, tasks_placed, results_received, fetches, fetched_bytes,
-       fetched_shared, borrowed, arena_used, arena_shared);
+       fetched_shared, borrowed, arena_used, arena_bytes, arena_shared);
   }
 };
 Counters counters_here() {
   const brisk::ClusterStats s = cluster().stats();
   return {s.frames_sent, s.tasks_sent, s.tasks_received, s.tasks_placed,
           s.results_received, s.fetches, s.fetched_bytes, s.fetched_shared, s.borrowed, s.arena_used,
-          s.arena_shared};
+          s.arena_bytes, s.arena_shared};
 }
 BRISK_REMOTE(counters_here);
 
@@ -736,6 +736,7 @@ void object_transfer_of(const Job& job) {
         .integer("bytes", static_cast<long long>(sizes[s]))
         .integer("maker", p.a)
         .integer("reader", p.b)
+        .integer("maker_arena_bytes", static_cast<long long>(after[p.a].arena_bytes))
         .integer("reps", reps)
         .text("path", path)
         .text("task_reads", all ? "every byte" : "the size")

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <exception>
 #include <fstream>
+#include <string>
 #include <memory>
 #include <atomic>
 #include <thread>
@@ -79,6 +80,35 @@ struct Wire {
   std::vector<std::span<const std::byte>> peer_arenas;  // by rank; empty where not mapped
 };
 
+// The memory limit of this process's cgroup (Slurm's job step, a container): v2's
+// memory.max or v1's memory.limit_in_bytes of the group /proc/self/cgroup names. 0
+// when there is none (or "max").
+std::size_t cgroup_memory_limit() {
+  std::ifstream groups("/proc/self/cgroup");
+  std::string line;
+  std::size_t limit = 0;
+  while (std::getline(groups, line)) {
+    // "0::/path" (v2) or "N:controllers:/path" (v1, where the controllers name memory).
+    const auto first = line.find(':');
+    const auto second = first == std::string::npos ? std::string::npos : line.find(':', first + 1);
+    if (second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string path = line.substr(second + 1);
+    std::string file;
+    if (controllers.empty()) {
+      file = "/sys/fs/cgroup" + path + "/memory.max";
+    } else if ((',' + controllers + ',').find(",memory,") != std::string::npos) {
+      file = "/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes";
+    } else {
+      continue;
+    }
+    std::ifstream in(file);
+    unsigned long long bytes = 0;
+    if (in >> bytes && bytes > 0 && (limit == 0 || bytes < limit)) limit = static_cast<std::size_t>(bytes);
+  }
+  return limit;
+}
+
 // The arena a rank lends large objects from: --brisk-arena-bytes, else 1 GiB, or an
 // eighth of the host's memory shared by the ranks on it where that is less (at
 // least 64 MiB). A brisk::Array of up to half of it is made there and lent where it
@@ -93,12 +123,7 @@ std::size_t arena_bytes_of(const Options& options, int ranks_on_host) {
   const long page = sysconf(_SC_PAGESIZE);
   std::size_t memory = pages > 0 && page > 0 ? static_cast<std::size_t>(pages) * static_cast<std::size_t>(page)
                                               : std::size_t{8} << 30;
-  // A job confined to less (Slurm's or a container's memory cgroup) counts that.
-  for (const char* limit : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
-    std::ifstream in(limit);
-    unsigned long long bytes = 0;
-    if (in >> bytes && bytes > 0) memory = std::min<std::size_t>(memory, bytes);
-  }
+  if (const std::size_t limit = cgroup_memory_limit()) memory = std::min(memory, limit);
   const std::size_t share = memory / 8 / static_cast<std::size_t>(std::max(1, ranks_on_host));
   return std::max(64 * kMiB, std::min(std::size_t{1} << 30, share / kMiB * kMiB));
 }
