@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <atomic>
@@ -49,6 +50,13 @@ int test_some(std::vector<MPI_Request>& requests, std::vector<int>& indices, Don
   return n;
 }
 
+// Capacity for `extra` more elements, growing geometrically (reserve(size() + 1) on
+// every call would reallocate on every call).
+template <class T>
+void make_room(std::vector<T>& v, std::size_t extra) {
+  if (v.capacity() - v.size() < extra) v.reserve(std::max(v.size() + extra, 2 * v.capacity()));
+}
+
 std::string mpi_error(int code) {
   char text[MPI_MAX_ERROR_STRING];
   int len = 0;
@@ -89,6 +97,7 @@ struct MpiTransport::Impl {
   std::list<Get> gets;  // stable addresses: get_owners points into it
   std::vector<MPI_Request> get_requests;
   std::vector<Get*> get_owners;
+  std::size_t get_reserved = 0;  // room kept for the requests of gets being made
   std::vector<int> get_done;
 
   std::vector<std::byte> recv_buffer;
@@ -186,9 +195,9 @@ Status MpiTransport::send(Rank to, std::vector<std::byte> message) {
     return invalid_argument(fmt::format("a message of {} bytes is larger than MPI can send at once", message.size()));
   std::lock_guard lock(impl_->send_mutex);
   // Room first: once MPI_Isend has started, nothing may throw before the buffer is kept.
-  impl_->send_requests.reserve(impl_->send_requests.size() + 1);
-  impl_->send_buffers.reserve(impl_->send_buffers.size() + 1);
-  impl_->send_peers.reserve(impl_->send_peers.size() + 1);
+  make_room(impl_->send_requests, 1);
+  make_room(impl_->send_buffers, 1);
+  make_room(impl_->send_peers, 1);
   MPI_Request request = MPI_REQUEST_NULL;
   int rc = MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, to.value, kMessageTag,
                      impl_->comm, &request);
@@ -302,11 +311,12 @@ Status MpiTransport::get(const RemoteRegion& remote, std::uint64_t offset, void*
   Impl::Get* g = nullptr;
   {
     std::lock_guard lock(impl_->get_mutex);
+    make_room(impl_->get_requests, impl_->get_reserved + pieces);
+    make_room(impl_->get_owners, impl_->get_reserved + pieces);
     g = &impl_->gets.emplace_back();
+    impl_->get_reserved += pieces;
     g->pending = Impl::kStarting;
     g->done = std::move(done);
-    impl_->get_requests.reserve(impl_->get_requests.size() + pieces);
-    impl_->get_owners.reserve(impl_->get_owners.size() + pieces);
   }
   auto* out = static_cast<std::byte*>(dst);
   for (std::size_t piece = 0; piece < length; piece += kMaxPiece) {
@@ -316,6 +326,7 @@ Status MpiTransport::get(const RemoteRegion& remote, std::uint64_t offset, void*
     if (rc != MPI_SUCCESS) {
       if (!requests.empty()) MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
       std::lock_guard lock(impl_->get_mutex);
+      impl_->get_reserved -= pieces;
       for (auto it = impl_->gets.begin(); it != impl_->gets.end(); ++it) {
         if (&*it == g) {
           impl_->gets.erase(it);
@@ -327,6 +338,7 @@ Status MpiTransport::get(const RemoteRegion& remote, std::uint64_t offset, void*
     requests.push_back(req);
   }
   std::lock_guard lock(impl_->get_mutex);
+  impl_->get_reserved -= pieces;
   g->pending = requests.size();  // zero bytes: none, done at the next progress
   for (MPI_Request r : requests) {
     impl_->get_requests.push_back(r);
