@@ -1,6 +1,7 @@
 #include "brisk/mpi_transport/mpi_transport.hpp"
 
 #include "mpi_poll.hpp"
+#include "peer_counts.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -84,7 +85,7 @@ struct MpiTransport::Impl {
   std::vector<std::vector<std::byte>> send_buffers;
   std::vector<int> send_peers;  // the rank each send goes to
   std::vector<int> send_done;   // MPI_Testsome's indices
-  std::unique_ptr<std::atomic<std::uint32_t>[]> in_flight;  // sends not finished, per rank
+  std::unique_ptr<detail::PeerCounts> in_flight;  // sends not finished, per rank
 
   // Gets in flight (one request per piece of up to kMaxPiece bytes), and their
   // requests flat, each with its get, for one MPI_Testsome as for sends.
@@ -156,7 +157,7 @@ StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create_window(std::size_t 
 }
 
 MpiTransport::MpiTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
-  impl_->in_flight = std::make_unique<std::atomic<std::uint32_t>[]>(static_cast<std::size_t>(impl_->size));
+  impl_->in_flight = std::make_unique<detail::PeerCounts>(impl_->size);
 }
 
 MpiTransport::~MpiTransport() {
@@ -183,10 +184,7 @@ std::span<std::byte> MpiTransport::window() noexcept { return {impl_->base, impl
 
 const std::string& MpiTransport::window_error() const noexcept { return impl_->window_error; }
 
-std::size_t MpiTransport::sends_in_flight(Rank to) const noexcept {
-  if (to.value < 0 || to.value >= impl_->size) return 0;
-  return impl_->in_flight[static_cast<std::size_t>(to.value)].load(std::memory_order_relaxed);
-}
+std::size_t MpiTransport::sends_in_flight(Rank to) const noexcept { return impl_->in_flight->get(to.value); }
 
 Status MpiTransport::send(Rank to, std::vector<std::byte> message) {
   if (to.value < 0 || to.value >= impl_->size)
@@ -205,7 +203,7 @@ Status MpiTransport::send(Rank to, std::vector<std::byte> message) {
   impl_->send_requests.push_back(request);
   impl_->send_buffers.push_back(std::move(message));
   impl_->send_peers.push_back(to.value);
-  impl_->in_flight[static_cast<std::size_t>(to.value)].fetch_add(1, std::memory_order_relaxed);
+  impl_->in_flight->add(to.value);
   return {};
 }
 
@@ -233,10 +231,7 @@ int MpiTransport::progress() {
   {
     std::lock_guard lock(impl_->send_mutex);
     events += test_some(impl_->send_requests, impl_->send_done,
-                        [&](std::size_t i) {
-                          impl_->in_flight[static_cast<std::size_t>(impl_->send_peers[i])].fetch_sub(
-                              1, std::memory_order_relaxed);
-                        },
+                        [&](std::size_t i) { impl_->in_flight->sub(impl_->send_peers[i]); },
                         [&](std::size_t from, std::size_t to) {
                           impl_->send_buffers[to] = std::move(impl_->send_buffers[from]);
                           impl_->send_peers[to] = impl_->send_peers[from];

@@ -1,6 +1,7 @@
 #include "brisk/mpi_transport/ucx_transport.hpp"
 
 #include "mpi_poll.hpp"
+#include "peer_counts.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -30,7 +31,7 @@ struct UcxTransport::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0;
   int size = 1;
-  std::unique_ptr<std::atomic<std::uint32_t>[]> in_flight;  // sends not completed, per rank
+  std::unique_ptr<detail::PeerCounts> in_flight;  // sends not completed, per rank
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
   std::vector<ucp_ep_h> eps;
@@ -264,13 +265,10 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
 }
 
 UcxTransport::UcxTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
-  impl_->in_flight = std::make_unique<std::atomic<std::uint32_t>[]>(static_cast<std::size_t>(impl_->size));
+  impl_->in_flight = std::make_unique<detail::PeerCounts>(impl_->size);
 }
 
-std::size_t UcxTransport::sends_in_flight(Rank to) const noexcept {
-  if (to.value < 0 || to.value >= impl_->size) return 0;
-  return impl_->in_flight[static_cast<std::size_t>(to.value)].load(std::memory_order_relaxed);
-}
+std::size_t UcxTransport::sends_in_flight(Rank to) const noexcept { return impl_->in_flight->get(to.value); }
 
 UcxTransport::~UcxTransport() {
   // Let in-flight traffic drain on every rank before endpoints go away.
@@ -333,7 +331,7 @@ Status UcxTransport::send(Rank to, std::vector<std::byte> message) {
     return invalid_argument(fmt::format("no rank {} in a job of {}", to.value, impl_->size));
   std::shared_lock ep_lock(impl_->ep_mutex);
   if (impl_->is_dead(to.value)) return unavailable(fmt::format("rank {} is dead", to.value));
-  auto* s = new SendState{std::move(message), impl_->rank, &impl_->in_flight[static_cast<std::size_t>(to.value)]};
+  auto* s = new SendState{std::move(message), impl_->rank, &impl_->in_flight->of(to.value)};
   s->in_flight->fetch_add(1, std::memory_order_relaxed);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;

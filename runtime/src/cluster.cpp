@@ -42,11 +42,11 @@ constexpr std::size_t kBatchBytes = 64 * 1024;
 constexpr auto kBurstWindow = std::chrono::microseconds(20);
 constexpr int kBurstSends = 4;
 // Nor while this many messages to that rank are in flight in the transport (or done,
-// and not yet seen done by a progress pass): a
-// rank that posts faster than a peer drains (many ranks on few cores, a flood of
-// spilled tasks) then sends one batch per poll instead of growing the transport's
-// queue by a message per record (with Open MPI 4.1's ob1 a queue of thousands of
-// small sends stalled every rank's progress for minutes).
+// and not yet seen done by a progress pass): a rank that posts faster than a peer
+// drains (many ranks on few cores, a flood of spilled tasks) then sends one batch
+// per poll instead of growing the transport's queue by a message per record (with
+// Open MPI 4.1's ob1 a queue of thousands of small sends stalled every rank's
+// progress for minutes).
 constexpr std::size_t kMaxSendsInFlight = 16;
 
 // kControl payloads start with one of these.
