@@ -1,10 +1,12 @@
 #include "brisk/core/detail/futex.hpp"
 
 #include <linux/futex.h>
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 
 namespace brisk::detail {
@@ -27,6 +29,13 @@ void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
 void futex_wake(std::atomic<std::uint32_t>* word, int count) noexcept {
   syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE,
           count <= 0 ? INT_MAX : count, nullptr, nullptr, 0);
+}
+
+void set_os_thread_name(std::string_view name) noexcept {
+  char buf[16] = {};
+  const std::size_t n = std::min(name.size(), sizeof buf - 1);
+  std::copy_n(name.data(), n, buf);
+  pthread_setname_np(pthread_self(), buf);
 }
 
 }  // namespace brisk::detail

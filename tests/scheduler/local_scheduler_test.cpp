@@ -2,6 +2,7 @@
 #include "brisk/scheduler/local_scheduler.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <chrono>
@@ -168,6 +169,49 @@ TEST_F(TwoWorkers, BurstsAfterIdleUseBothWorkers) {
     single_worker_reps += g_threads.size() < 2;
   }
   EXPECT_LE(single_worker_reps, 5);
+}
+
+int noop() { return 1; }
+BRISK_REMOTE(noop);
+
+// Voluntary context switches of this process so far (all threads: each is a thread
+// that went to sleep).
+long voluntary_switches() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_nvcsw;
+}
+
+// Two regular workers that spin for 5 ms before they sleep.
+class TwoWorkersLongSpin : public TwoWorkers {
+ protected:
+  brisk::Options options() override {
+    brisk::Options o = brisk::testing::test_options(3);
+    o.spin = std::chrono::milliseconds(5);
+    return o;
+  }
+};
+
+// Tasks submitted one at a time, 200 us apart, leave the other worker asleep: the
+// worker that spins for work and finds one does not wake a sleeper, which would
+// spin in its place and, the task done, send it to sleep (on shared cores each such
+// wake-up is a context switch: four ranks on two cores made 36,000 per worker for
+// 22,000 remote no-op tasks). With that wake-up, a thread went to sleep per task.
+TEST_F(TwoWorkersLongSpin, TasksOneAtATimeWakeNobody) {
+  ASSERT_NO_FATAL_FAILURE(wait_for_workers());
+  constexpr int kTasks = 1000;
+  const auto pause = [] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  };
+  for (int i = 0; i < 50; ++i) ASSERT_EQ(brisk::get(brisk::remote(noop)), 1);
+  const long before = voluntary_switches();
+  for (int i = 0; i < kTasks; ++i) {
+    pause();
+    ASSERT_EQ(brisk::get(brisk::remote(noop)), 1);
+  }
+  EXPECT_LT(voluntary_switches() - before, kTasks / 4);
 }
 
 std::atomic<int> g_sleepers_started{0};

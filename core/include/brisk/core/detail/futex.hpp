@@ -1,10 +1,12 @@
-// brisk/core/detail/futex.hpp — sleeping on a 32-bit word (Linux futex), spin hints.
+// brisk/core/detail/futex.hpp — sleeping on a 32-bit word (Linux futex), spin hints,
+// thread names.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 namespace brisk::detail {
 
@@ -23,5 +25,9 @@ inline void cpu_relax() noexcept {
   asm volatile("yield" ::: "memory");
 #endif
 }
+
+// Names the calling thread for the OS (top -H, ps -L, gdb, perf): at most 15
+// characters are kept.
+void set_os_thread_name(std::string_view name) noexcept;
 
 }  // namespace brisk::detail
