@@ -15,6 +15,27 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Tells the transport that this thread spins on poll() while it lives.
+class SpinScope {
+ public:
+  explicit SpinScope(Distributed* net) noexcept : net_(net) {
+    if (net_) net_->spin_begin();
+  }
+  ~SpinScope() {
+    if (net_) net_->spin_end(!found_);
+  }
+  SpinScope(const SpinScope&) = delete;
+  SpinScope& operator=(const SpinScope&) = delete;
+  bool found(bool f) noexcept {
+    found_ = f;
+    return f;
+  }
+
+ private:
+  Distributed* net_;
+  bool found_ = false;
+};
+
 // Spins until pred() or the deadline; yields now and then so that spinning threads
 // oversubscribed on few cores let the thread they wait for run.
 // In a multi-rank job the spinning thread also polls the transport, so that the
@@ -23,11 +44,13 @@ template <class Pred>
 bool spin_until(Pred pred, Clock::time_point deadline) {
   RuntimeContext* ctx = context();
   Distributed* net = ctx ? ctx->distributed : nullptr;
-  for (unsigned i = 0;; ++i) {
-    if (pred()) return true;
+  if (pred()) return true;
+  SpinScope scope(net);
+  for (unsigned i = 1;; ++i) {
+    if (pred()) return scope.found(true);
     if ((i & 15) == 15 && net) net->poll();
     if ((i & 63) == 63) {
-      if (Clock::now() >= deadline) return pred();
+      if (Clock::now() >= deadline) return scope.found(pred());
       if ((i & 1023) == 1023) sched_yield();
     }
     cpu_relax();

@@ -88,6 +88,10 @@ constexpr auto kAwaitWindow = std::chrono::milliseconds(2);
 // (some 10-30 us here).
 constexpr auto kStandBackNap = std::chrono::milliseconds(1);
 constexpr auto kStandBackNapMax = std::chrono::milliseconds(8);
+// How long the progress thread naps at a time while another thread of its rank spins
+// on poll() as it waits (Cluster::spin_begin): a waiter whose object came stops
+// polling without waking it, so its next look comes at most this long after.
+constexpr auto kSpinnerNap = std::chrono::microseconds(50);
 
 // The arena block that holds bytes at `offset` (blocks are 64-byte aligned).
 std::uint64_t block_of(std::uint64_t offset) { return offset & ~std::uint64_t{ArenaAllocator::kAlignment - 1}; }
@@ -555,6 +559,7 @@ void Cluster::stop() {
 
 void Cluster::progress_main() {
   t_on_progress_thread = true;
+  detail::set_os_thread_name("brisk-progress");
   if (events_) events_->set_thread_name("progress");
   Clock::time_point last_activity = Clock::now();
   Clock::time_point next_heartbeat = Clock::now();
@@ -629,6 +634,25 @@ void Cluster::progress_main() {
     }
     standing_back_.store(false, std::memory_order_relaxed);
     stand_back_nap = kStandBackNap;
+    // Another thread of this rank spins on poll() while it waits (a driver in get, a
+    // puller): it takes up what arrives, so nap rather than take turns with it on a
+    // shared core. Each turn is a context switch, and where MPI yields the core on
+    // a poll that finds nothing (mpi_yield_when_idle) the two handed the core back
+    // and forth after every poll, some 3 us a turn on the 2-core VMs.
+    if (config_.nap_beside_waiters && spin_pollers_.load(std::memory_order_seq_cst) > 0) {
+      if (n > 0) last_activity = now;
+      const auto until = std::min<Clock::time_point>(next_heartbeat, now + kSpinnerNap);
+      napping_for_spinners_.store(true, std::memory_order_seq_cst);
+      progress_sleeping_.store(1, std::memory_order_seq_cst);
+      // Checked again after the flags are up (spin_end fences and looks at them).
+      if (!deferred_.load(std::memory_order_seq_cst) && spin_pollers_.load(std::memory_order_seq_cst) > 0) {
+        detail::futex_wait(&progress_sleeping_, 1, std::max<Clock::duration>(until - now, Clock::duration::zero()));
+      }
+      progress_sleeping_.store(0, std::memory_order_relaxed);
+      napping_for_spinners_.store(false, std::memory_order_relaxed);
+      nap = std::chrono::microseconds(20);
+      continue;
+    }
     if (n > 0) {
       last_activity = now;
       nap = std::chrono::microseconds(20);
@@ -665,11 +689,31 @@ void Cluster::progress_main() {
   t_on_progress_thread = false;
 }
 
-int Cluster::poll_after_task() noexcept { return standing_back_.load(std::memory_order_relaxed) ? poll() : 0; }
+int Cluster::poll_after_task() noexcept {
+  // Also while the progress thread naps for a waiting thread (which may have stopped
+  // polling since: what it waited for came).
+  return standing_back_.load(std::memory_order_relaxed) || napping_for_spinners_.load(std::memory_order_relaxed)
+             ? poll()
+             : 0;
+}
 
 void Cluster::worker_sleeping() noexcept {
   // Others still awake poll on; the last one to stop wakes the progress thread.
   if (config_.workers_poll && !local_.worker_awake()) wake_standing_back();
+}
+
+void Cluster::spin_begin() noexcept {
+  if (config_.nap_beside_waiters) spin_pollers_.fetch_add(1, std::memory_order_seq_cst);
+}
+
+void Cluster::spin_end(bool to_sleep) noexcept {
+  if (!config_.nap_beside_waiters) return;
+  if (spin_pollers_.fetch_sub(1, std::memory_order_seq_cst) != 1 || !to_sleep) return;
+  // The last spinner goes to sleep: whatever arrives next needs the progress thread.
+  if (napping_for_spinners_.load(std::memory_order_seq_cst) && progress_sleeping_.load(std::memory_order_seq_cst)) {
+    progress_sleeping_.store(0, std::memory_order_relaxed);
+    detail::futex_wake(&progress_sleeping_, 1);
+  }
 }
 
 void Cluster::wake_standing_back() noexcept {
@@ -732,6 +776,8 @@ void Cluster::post(Rank to, FrameKind kind, std::span<const std::byte> record) {
     return;
   }
   deferred_.store(true, std::memory_order_seq_cst);
+  // A thread spinning on poll() sends the batch at its next poll.
+  if (spin_pollers_.load(std::memory_order_seq_cst) > 0 && napping_for_spinners_.load(std::memory_order_seq_cst)) return;
   if (progress_sleeping_.load(std::memory_order_seq_cst)) {
     progress_sleeping_.store(0, std::memory_order_relaxed);
     detail::futex_wake(&progress_sleeping_, 1);
@@ -1637,6 +1683,7 @@ std::vector<int> Cluster::settled_losses() {
 }
 
 void Cluster::restore_main() {
+  detail::set_os_thread_name("brisk-restore");
   // The files of the restores in a row stay open (a checkpoint may be pruned
   // meanwhile: an open file is still read); closed when the queue runs dry.
   std::map<std::string, CheckpointReader> open;
@@ -2412,10 +2459,12 @@ void Cluster::fetch(ObjectState* o) {
     const auto expected = std::chrono::nanoseconds(o->bytes());
     const auto until = Clock::now() + std::max<std::chrono::nanoseconds>(config_.spin, expected);
     waiting_pollers_.fetch_add(1, std::memory_order_relaxed);
+    spin_begin();
     for (unsigned i = 0; w->done.load(std::memory_order_acquire) == 0 && Clock::now() < until; ++i) {
       if (poll() == 0 && (i & 63) == 63) sched_yield();
       detail::cpu_relax();
     }
+    spin_end(w->done.load(std::memory_order_acquire) == 0);
     waiting_pollers_.fetch_sub(1, std::memory_order_relaxed);
     if (w->done.load(std::memory_order_acquire) == 0) {
       local_.block_begin();

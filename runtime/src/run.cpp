@@ -433,6 +433,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     cc.lineage_bytes = options.lineage_bytes;
     // No core of the cpuset is left to the progress thread: the workers poll.
     cc.workers_poll = topology->num_cores() <= node.workers();
+    cc.nap_beside_waiters = options.transport == TransportKind::kMpi;
     if (options.transport != TransportKind::kUcx) {
       cc.fatal_timeout = std::chrono::milliseconds(std::max(2000, 5 * options.failure_timeout_ms));
       cc.fatal = [rank, dir = options.checkpoint_dir](const std::string& why) {

@@ -124,6 +124,11 @@ class Cluster final : public detail::Executor,
     // while one of them is awake, the progress thread stands back (see
     // progress_main), instead of taking turns with them on their cores.
     bool workers_poll = false;
+    // While a thread of this rank waits and spins on poll() (spin_begin), the
+    // progress thread naps instead of polling beside it (see progress_main). Set
+    // for the mpi backend, whose polls yield the core when they find nothing
+    // (mpi_yield_when_idle); over ucx it measured no better or worse.
+    bool nap_beside_waiters = false;
   };
 
   // `arena` is registered with `transport` through `arena_registration`; a null
@@ -152,6 +157,8 @@ class Cluster final : public detail::Executor,
   int poll() noexcept override;
   int poll_after_task() noexcept override;
   void worker_sleeping() noexcept override;
+  void spin_begin() noexcept override;
+  void spin_end(bool to_sleep) noexcept override;
   bool workers_poll() const noexcept { return config_.workers_poll; }
   // Ends the progress thread's stand-back nap (something now needs it beside the
   // workers, or no worker is awake).
@@ -449,6 +456,8 @@ class Cluster final : public detail::Executor,
   std::atomic<std::uint32_t> progress_sleeping_{0};
   std::atomic<int> fetches_in_flight_{0};
   std::atomic<int> waiting_pollers_{0};  // threads polling in fetch()
+  std::atomic<int> spin_pollers_{0};     // threads spinning on poll() (spin_begin/spin_end)
+  std::atomic<bool> napping_for_spinners_{false};  // the progress thread naps while they spin
 
   static constexpr int kNoEnd = -1001;
   std::unique_ptr<std::atomic<bool>[]> lost_;       // per rank: found dead

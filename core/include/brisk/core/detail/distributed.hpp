@@ -134,6 +134,15 @@ class Distributed {
   // spare no longer needed) or block in get/wait inside a task. Whoever stood back
   // from polling because workers were awake takes it up again if none is left.
   virtual void worker_sleeping() noexcept {}
+  // A thread starts, or stops, spinning on poll() while it waits (get, wait, a
+  // pull): while one does, it takes up what arrives, and the progress thread may
+  // nap instead of taking turns with it on a shared core (runtime/cluster.hpp,
+  // Config::nap_beside_waiters). `to_sleep`: the thread stops
+  // to sleep, not because what it waited for came; the progress thread then polls
+  // again at once. (Idle workers poll too but do not count: with the progress
+  // thread napping while they spin, tasks across ranks ran a fifth slower.)
+  virtual void spin_begin() noexcept {}
+  virtual void spin_end(bool to_sleep) noexcept { (void)to_sleep; }
   // Sends an actor call (ready, see task.hpp) to the rank its actor lives on, where
   // it enters the actor's mailbox. Takes the task.
   virtual void send_actor_call(TaskBase* task, Rank to) noexcept = 0;
