@@ -708,8 +708,16 @@ void Cluster::spin_begin() noexcept {
 
 void Cluster::spin_end(bool to_sleep) noexcept {
   if (!config_.nap_beside_waiters) return;
-  if (spin_pollers_.fetch_sub(1, std::memory_order_seq_cst) != 1 || !to_sleep) return;
-  // The last spinner goes to sleep: whatever arrives next needs the progress thread.
+  if (spin_pollers_.fetch_sub(1, std::memory_order_seq_cst) != 1) {
+    // Others spin on; once the last of them stops, this sleeper needs the progress thread.
+    if (to_sleep) waiter_asleep_.store(true, std::memory_order_seq_cst);
+    return;
+  }
+  // The last spinner stops: the progress thread polls again at once if a waiter went to
+  // sleep (this one or one before) or a batch waits for a poll (post() left it to the
+  // spinners), not at the end of its nap.
+  const bool asleep = waiter_asleep_.exchange(false, std::memory_order_seq_cst);
+  if (!to_sleep && !asleep && !deferred_.load(std::memory_order_seq_cst)) return;
   if (napping_for_spinners_.load(std::memory_order_seq_cst) && progress_sleeping_.load(std::memory_order_seq_cst)) {
     progress_sleeping_.store(0, std::memory_order_relaxed);
     detail::futex_wake(&progress_sleeping_, 1);
@@ -2464,8 +2472,8 @@ void Cluster::fetch(ObjectState* o) {
       if (poll() == 0 && (i & 63) == 63) sched_yield();
       detail::cpu_relax();
     }
-    spin_end(w->done.load(std::memory_order_acquire) == 0);
     waiting_pollers_.fetch_sub(1, std::memory_order_relaxed);
+    spin_end(w->done.load(std::memory_order_acquire) == 0);
     if (w->done.load(std::memory_order_acquire) == 0) {
       local_.block_begin();
       while (w->done.load(std::memory_order_acquire) == 0) detail::futex_wait(&w->done, 0);

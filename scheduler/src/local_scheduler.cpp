@@ -335,7 +335,7 @@ void LocalScheduler::pass_the_search_on() noexcept {
   // hand the spinning between two workers: on shared cores each wake-up is a
   // context switch. Four ranks on two cores: 36,000 switches per worker for
   // 22,000 remote no-op tasks.)
-  if (queued_.load(std::memory_order_relaxed) > 1 && sleepers_.load(std::memory_order_seq_cst) > 0 &&
+  if (queued_.load(std::memory_order_seq_cst) > 1 && sleepers_.load(std::memory_order_seq_cst) > 0 &&
       spinners_.load(std::memory_order_seq_cst) == 0) {
     wake_one();
   }

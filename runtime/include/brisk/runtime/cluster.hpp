@@ -458,6 +458,7 @@ class Cluster final : public detail::Executor,
   std::atomic<int> waiting_pollers_{0};  // threads polling in fetch()
   std::atomic<int> spin_pollers_{0};     // threads spinning on poll() (spin_begin/spin_end)
   std::atomic<bool> napping_for_spinners_{false};  // the progress thread naps while they spin
+  std::atomic<bool> waiter_asleep_{false};  // a spinner went to sleep while others spun on
 
   static constexpr int kNoEnd = -1001;
   std::unique_ptr<std::atomic<bool>[]> lost_;       // per rank: found dead
