@@ -644,7 +644,8 @@ void Cluster::progress_main() {
       const auto until = std::min<Clock::time_point>(next_heartbeat, now + kSpinnerNap);
       napping_for_spinners_.store(true, std::memory_order_seq_cst);
       progress_sleeping_.store(1, std::memory_order_seq_cst);
-      // Checked again after the flags are up (spin_end fences and looks at them).
+      // Checked again after the flags are up (spin_end changes the count, then looks
+      // at them; all seq_cst).
       if (!deferred_.load(std::memory_order_seq_cst) && spin_pollers_.load(std::memory_order_seq_cst) > 0) {
         detail::futex_wait(&progress_sleeping_, 1, std::max<Clock::duration>(until - now, Clock::duration::zero()));
       }
@@ -718,17 +719,18 @@ void Cluster::spin_end(bool to_sleep) noexcept {
   // spinners), not at the end of its nap.
   const bool asleep = waiter_asleep_.exchange(false, std::memory_order_seq_cst);
   if (!to_sleep && !asleep && !deferred_.load(std::memory_order_seq_cst)) return;
-  if (napping_for_spinners_.load(std::memory_order_seq_cst) && progress_sleeping_.load(std::memory_order_seq_cst)) {
-    progress_sleeping_.store(0, std::memory_order_relaxed);
-    detail::futex_wake(&progress_sleeping_, 1);
-  }
+  if (napping_for_spinners_.load(std::memory_order_seq_cst)) wake_progress();
 }
 
 void Cluster::wake_standing_back() noexcept {
   // The caller's change (a counter or time stamp, stored before) is visible to the
   // progress thread's second look, or this sees its flags.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (standing_back_.load(std::memory_order_seq_cst) && progress_sleeping_.load(std::memory_order_seq_cst)) {
+  if (standing_back_.load(std::memory_order_seq_cst)) wake_progress();
+}
+
+void Cluster::wake_progress() noexcept {
+  if (progress_sleeping_.load(std::memory_order_seq_cst)) {
     progress_sleeping_.store(0, std::memory_order_relaxed);
     detail::futex_wake(&progress_sleeping_, 1);
   }
@@ -786,10 +788,7 @@ void Cluster::post(Rank to, FrameKind kind, std::span<const std::byte> record) {
   deferred_.store(true, std::memory_order_seq_cst);
   // A thread spinning on poll() sends the batch at its next poll.
   if (spin_pollers_.load(std::memory_order_seq_cst) > 0 && napping_for_spinners_.load(std::memory_order_seq_cst)) return;
-  if (progress_sleeping_.load(std::memory_order_seq_cst)) {
-    progress_sleeping_.store(0, std::memory_order_relaxed);
-    detail::futex_wake(&progress_sleeping_, 1);
-  }
+  wake_progress();
 }
 
 void Cluster::send_frame(Rank to, FrameKind kind, std::vector<std::byte> payload) {

@@ -300,6 +300,7 @@ class Cluster final : public detail::Executor,
   bool read_spec_header(Rank from, Reader& r, SpecHeader& header);
 
   void progress_main();
+  void wake_progress() noexcept;  // wakes the progress thread if it sleeps
   int flush_outboxes(bool all);
   void post(Rank to, FrameKind kind, std::span<const std::byte> record);
   void send_frame(Rank to, FrameKind kind, std::vector<std::byte> payload);

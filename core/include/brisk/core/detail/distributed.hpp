@@ -137,10 +137,10 @@ class Distributed {
   // A thread starts, or stops, spinning on poll() while it waits (get, wait, a
   // pull): while one does, it takes up what arrives, and the progress thread may
   // nap instead of taking turns with it on a shared core (runtime/cluster.hpp,
-  // Config::nap_beside_waiters). `to_sleep`: the thread stops
-  // to sleep, not because what it waited for came; the progress thread then polls
-  // again at once. (Idle workers poll too but do not count: with the progress
-  // thread napping while they spin, tasks across ranks ran a fifth slower.)
+  // Config::nap_beside_waiters). `to_sleep`: the thread stops to sleep, not because
+  // what it waited for came; the progress thread then polls again at once. (Idle
+  // workers poll too but do not count: with the progress thread napping while they
+  // spin, tasks across ranks ran a fifth slower.)
   virtual void spin_begin() noexcept {}
   virtual void spin_end(bool to_sleep) noexcept { (void)to_sleep; }
   // Sends an actor call (ready, see task.hpp) to the rank its actor lives on, where
