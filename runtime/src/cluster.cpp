@@ -566,15 +566,6 @@ void Cluster::progress_main() {
   std::chrono::microseconds nap{20};
   Clock::duration stand_back_nap = kStandBackNap;
   std::uint64_t other_polls_seen = other_polls_.load(std::memory_order_relaxed);
-  // Sleeps for `wait` unless a poster has deferred sends or `still()` no longer holds
-  // once progress_sleeping_ is up; a poster or waker clears the word and wakes it.
-  const auto sleep_unless = [this](Clock::duration wait, auto still) {
-    progress_sleeping_.store(1, std::memory_order_seq_cst);
-    if (!deferred_.load(std::memory_order_seq_cst) && still()) {
-      detail::futex_wait(&progress_sleeping_, 1, std::max<Clock::duration>(wait, Clock::duration::zero()));
-    }
-    progress_sleeping_.store(0, std::memory_order_relaxed);
-  };
   while (running_.load(std::memory_order_acquire)) {
     int n = 0;
     // A thread waiting for a pull polls itself: stay out of its way (on a shared
@@ -631,9 +622,13 @@ void Cluster::progress_main() {
       other_polls_seen = polls;
       const auto until = std::min(next_heartbeat, now + stand_back_nap);
       standing_back_.store(true, std::memory_order_seq_cst);
+      progress_sleeping_.store(1, std::memory_order_seq_cst);
       // Checked again after the flags are up: a change that wake_standing_back saw
       // no flag for is seen here (both sides fence).
-      sleep_unless(until - now, [&] { return may_stand_back(Clock::now()); });
+      if (!deferred_.load(std::memory_order_seq_cst) && may_stand_back(Clock::now())) {
+        detail::futex_wait(&progress_sleeping_, 1, std::max<Clock::duration>(until - now, Clock::duration::zero()));
+      }
+      progress_sleeping_.store(0, std::memory_order_relaxed);
       nap = std::chrono::microseconds(20);
       continue;
     }
@@ -648,9 +643,13 @@ void Cluster::progress_main() {
       if (n > 0) last_activity = now;
       const auto until = std::min<Clock::time_point>(next_heartbeat, now + kSpinnerNap);
       napping_for_spinners_.store(true, std::memory_order_seq_cst);
+      progress_sleeping_.store(1, std::memory_order_seq_cst);
       // Checked again after the flags are up (spin_end changes the count, then looks
       // at them; all seq_cst).
-      sleep_unless(until - now, [&] { return spin_pollers_.load(std::memory_order_seq_cst) > 0; });
+      if (!deferred_.load(std::memory_order_seq_cst) && spin_pollers_.load(std::memory_order_seq_cst) > 0) {
+        detail::futex_wait(&progress_sleeping_, 1, std::max<Clock::duration>(until - now, Clock::duration::zero()));
+      }
+      progress_sleeping_.store(0, std::memory_order_relaxed);
       napping_for_spinners_.store(false, std::memory_order_relaxed);
       nap = std::chrono::microseconds(20);
       continue;
@@ -681,7 +680,9 @@ void Cluster::progress_main() {
     }
     if (workers_busy) nap = std::min<std::chrono::microseconds>(nap, std::chrono::microseconds(100));
     // Idle: short sleeps, growing to 1 ms; a poster with deferred work wakes us.
-    sleep_unless(nap, [] { return true; });
+    progress_sleeping_.store(1, std::memory_order_seq_cst);
+    if (!deferred_.load(std::memory_order_seq_cst)) detail::futex_wait(&progress_sleeping_, 1, nap);
+    progress_sleeping_.store(0, std::memory_order_relaxed);
     nap = std::min<std::chrono::microseconds>(nap * 2, std::chrono::milliseconds(1));
   }
   // Last flush so that nothing queued is lost on an orderly stop.
