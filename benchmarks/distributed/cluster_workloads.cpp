@@ -50,6 +50,8 @@
 #include "brisk/runtime/cluster.hpp"
 #if BRISK_HAVE_UCX
 #include <ucp/api/ucp.h>
+
+#include "brisk/mpi_transport/ucx_transport.hpp"
 #endif
 
 namespace {
@@ -884,6 +886,9 @@ int main(int argc, char** argv) {
     job.raw.mpi_get_created_fresh_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true, false, true);
     job.raw.mpi_get_created_read_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true, true, true);
 #if BRISK_HAVE_UCX
+    // On the UCX transports brisk's endpoints use (shared memory within a node
+    // where ranks can watch each other).
+    brisk::UcxTransport::use_node_shared_memory(MPI_COMM_WORLD);
     job.raw.ucx_get_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick);
 #endif
   }

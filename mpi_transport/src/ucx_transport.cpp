@@ -1,6 +1,7 @@
 #include "brisk/mpi_transport/ucx_transport.hpp"
 
 #include "mpi_poll.hpp"
+#include "node_peers.hpp"
 #include "peer_counts.hpp"
 
 #include <fmt/format.h>
@@ -57,7 +58,9 @@ struct UcxTransport::Impl {
   };
   std::mutex done_mutex;
   std::vector<Done> completed;          // finished gets, run in progress()
-  std::vector<int> newly_dead;          // peers reported by the error handler
+  // Peers found dead: (rank, whether its process was seen to exit on this node, as
+  // against reported by UCX's error handler).
+  std::vector<std::pair<int, bool>> newly_dead;
 
   std::mutex dead_mutex;
   std::vector<bool> dead;
@@ -73,9 +76,23 @@ struct UcxTransport::Impl {
   std::mutex ep_lookup_mutex;
   std::map<ucp_ep_h, int> ep_rank;
 
+  // The ranks on this node, watched for their exit (shared memory does not report it).
+  std::mutex watch_mutex;
+  detail::NodePeerWatch node_watch;
+
   bool is_dead(int r) {
     std::lock_guard lock(dead_mutex);
     return dead[static_cast<std::size_t>(r)];
+  }
+  // Marks `r` dead and queues its report for progress(); once per rank.
+  void mark_dead(int r, bool exited) {
+    {
+      std::lock_guard lock(dead_mutex);
+      if (dead[static_cast<std::size_t>(r)]) return;
+      dead[static_cast<std::size_t>(r)] = true;
+    }
+    std::lock_guard lock(done_mutex);
+    newly_dead.emplace_back(r, exited);
   }
 };
 
@@ -160,14 +177,7 @@ void ep_failed(void* arg, ucp_ep_h ep, ucs_status_t) {
     auto it = impl->ep_rank.find(ep);
     if (it != impl->ep_rank.end()) r = it->second;
   }
-  if (r < 0) return;
-  {
-    std::lock_guard lock(impl->dead_mutex);
-    if (impl->dead[static_cast<std::size_t>(r)]) return;
-    impl->dead[static_cast<std::size_t>(r)] = true;
-  }
-  std::lock_guard lock(impl->done_mutex);
-  impl->newly_dead.push_back(r);
+  if (r >= 0) impl->mark_dead(r, false);
 }
 
 class UcxRegistration final : public MemoryRegistration {
@@ -183,7 +193,26 @@ class UcxRegistration final : public MemoryRegistration {
   RemoteRegion region_;
 };
 
+// Endpoints in peer error mode use only transports that can report a dead peer.
+// UCX's shared-memory transports do so only when told to (UCX_POSIX_ERROR_HANDLING,
+// UCX_SYSV_ERROR_HANDLING), and even then a SIGKILLed peer went unnoticed for 20 s
+// and more in every trial here; left off, the node's traffic goes over TCP loopback
+// at 10-25x the latency (docs/BENCHMARKS.md). So where every rank can watch its
+// node's peers for their exit itself (pidfds, NodePeerWatch), shared memory is
+// switched on and progress() reports a local peer's death; elsewhere (no
+// pidfd_open, ranks in different pid namespaces) the node's traffic stays on TCP.
+// UCX_POSIX_ERROR_HANDLING=n UCX_SYSV_ERROR_HANDLING=n keeps it on TCP anyway.
+void prefer_node_shared_memory() {
+  setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
+  setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+}
 }  // namespace
+
+bool UcxTransport::use_node_shared_memory(MPI_Comm comm) {
+  const bool watching = detail::NodePeerWatch::open(comm).watching();
+  if (watching) prefer_node_shared_memory();
+  return watching;
+}
 
 StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   auto impl = std::make_unique<Impl>();
@@ -198,12 +227,10 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   // by default: far too slow to run through a failure. UCX reads this from the
   // environment, so it is set there, before ucp_init; the user's value wins.
   //
-  // Endpoints in peer error mode use only transports that can report a dead peer.
-  // UCX's shared-memory transports can be told to (UCX_POSIX_ERROR_HANDLING=y,
-  // UCX_SYSV_ERROR_HANDLING=y): measured here that makes local messages 30x faster
-  // (0.26 us instead of 7.6 us) and gets 10x faster, but a SIGKILLed peer then went
-  // unnoticed for 20 s and more in every trial. Dead-peer reports are what this
-  // backend is for, so they are left off; docs/BENCHMARKS.md has both figures.
+  // Ranks on this node talk over shared memory where they can be watched for their
+  // exit (use_node_shared_memory).
+  impl->node_watch = detail::NodePeerWatch::open(impl->comm);
+  if (impl->node_watch.watching()) prefer_node_shared_memory();
   setenv("UCX_KEEPALIVE_INTERVAL", "250ms", 0);
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
@@ -367,6 +394,10 @@ int progress_for_a_while(ucp_worker_h worker) {
 
 int UcxTransport::progress() {
   int events = progress_for_a_while(impl_->worker);
+  if (impl_->watch_mutex.try_lock()) {
+    for (int r : impl_->node_watch.exited(std::chrono::steady_clock::now())) impl_->mark_dead(r, true);
+    impl_->watch_mutex.unlock();
+  }
   std::vector<std::pair<void*, Impl::Incoming*>> rndv;
   {
     std::lock_guard lock(impl_->in_mutex);
@@ -404,7 +435,7 @@ int UcxTransport::progress() {
     if (m->status == UCS_OK && impl_->on_message) impl_->on_message(Rank{m->from}, m->bytes);
   }
   std::vector<Impl::Done> done;
-  std::vector<int> dead;
+  std::vector<std::pair<int, bool>> dead;
   {
     std::lock_guard lock(impl_->done_mutex);
     done.swap(impl_->completed);
@@ -415,9 +446,10 @@ int UcxTransport::progress() {
     ++events;
     d.done(d.status);
   }
-  for (int r : dead) {
+  for (auto [r, exited] : dead) {
     ++events;
-    impl_->on_failure(Rank{r}, unavailable(fmt::format("UCX reports rank {} unreachable", r)));
+    impl_->on_failure(Rank{r}, unavailable(exited ? fmt::format("rank {}'s process exited (seen from its node)", r)
+                                                  : fmt::format("UCX reports rank {} unreachable", r)));
   }
   return events;
 }

@@ -562,6 +562,24 @@ TEST(SerializeTest, ArchivesStreamSeveralValues) {
   EXPECT_EQ(r.remaining(), 0u);
 }
 
+// From 4 MiB a bitwise vector is loaded into fresh storage hinted for huge pages:
+// the values are the same whether the target was empty, smaller or large enough.
+TEST(SerializeTest, LargeBitwiseVectorsLoadIntoAnyTarget) {
+  std::vector<double> big(std::size_t{5} << 17);  // 5 MiB
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<double>(i) * 0.5;
+  const auto bytes = brisk::to_bytes(big);
+  for (const std::size_t before : {std::size_t{0}, std::size_t{3}, big.size() + 7}) {
+    brisk::Reader r(bytes);
+    std::vector<double> into(before, -1.0);
+    r(into);
+    EXPECT_EQ(into, big) << "target held " << before;
+    EXPECT_EQ(r.remaining(), 0u);
+  }
+  std::vector<std::uint8_t> raw(std::size_t{6} << 20);
+  for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<std::uint8_t>(i * 31);
+  EXPECT_EQ(brisk::from_bytes<std::vector<std::uint8_t>>(brisk::to_bytes(raw)), raw);
+}
+
 TEST(SerializeTest, WriterTakeReserveAndReuse) {
   brisk::Writer w;
   w.reserve(1024);

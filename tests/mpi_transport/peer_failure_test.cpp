@@ -1,4 +1,5 @@
-// A rank killed with SIGKILL is reported by the UCX transport to the survivors,
+// A rank killed with SIGKILL is reported by the UCX transport to the survivors (by
+// UCX, or on one node by the pidfd watch, while shared memory carries the traffic),
 // and sends to it fail instead of hanging.
 //   mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0 -np 3 peer_failure_test
 // (without --enable-recovery, mpirun may kill the survivors when the victim dies)
@@ -9,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <thread>
 
 #include "brisk/mpi_transport/ucx_transport.hpp"
@@ -27,8 +29,11 @@ int main(int argc, char** argv) {
   if (tr.rank().value == victim) raise(SIGKILL);
 
   std::atomic<int> reported{-1};
-  tr.set_failure_handler([&](brisk::Rank r, const brisk::Status&) {
-    if (r.value == victim) reported = r.value;
+  std::string why;
+  tr.set_failure_handler([&](brisk::Rank r, const brisk::Status& s) {
+    if (r.value != victim) return;
+    why = s.message();
+    reported = r.value;
   });
   tr.set_message_handler([](brisk::Rank, std::span<const std::byte>) {});
   auto t0 = std::chrono::steady_clock::now();
@@ -40,8 +45,8 @@ int main(int argc, char** argv) {
   }
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   bool ok = reported.load() == victim && tr.send(brisk::Rank{victim}, {}).code() == brisk::StatusCode::kUnavailable;
-  std::printf("rank %d: %s rank %d dead after %.1f ms\n", tr.rank().value,
-              ok ? "peer failure detected:" : "NOT DETECTED:", reported.load(), ms);
+  std::printf("rank %d: %s rank %d dead after %.1f ms (%s)\n", tr.rank().value,
+              ok ? "peer failure detected:" : "NOT DETECTED:", reported.load(), ms, why.c_str());
   std::fflush(stdout);
   // Give the other survivors time to see the victim die before this rank leaves
   // (its own exit would be the next failure they see).

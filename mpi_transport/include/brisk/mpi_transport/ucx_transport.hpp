@@ -7,12 +7,17 @@
 // use UCP_ERR_HANDLING_MODE_PEER: a dead peer is reported to the failure handler
 // and later sends to it fail, instead of hanging; keepalive runs every 250 ms
 // unless UCX_KEEPALIVE_INTERVAL says otherwise, so a dead peer is noticed within
-// about a second even on paths where no operation fails. Worker addresses are
-// exchanged over MPI at creation.
+// about a second even on paths where no operation fails. Ranks on the same node
+// talk over shared memory, whose transports do not notice a killed peer: the
+// transport watches each of them for its exit through a pidfd (checked at most
+// every millisecond in progress()) and reports it like UCX's own failures. Worker
+// addresses are exchanged over MPI at creation.
 //
 // Creation and destruction are collective over MPI_COMM_WORLD (MPI initialised with
 // MPI_THREAD_MULTIPLE); the UCX worker is created thread-safe (UCS_THREAD_MODE_MULTI).
 #pragma once
+
+#include <mpi.h>
 
 #include <memory>
 
@@ -23,6 +28,14 @@ namespace brisk {
 class UcxTransport final : public Transport {
  public:
   static StatusOr<std::unique_ptr<UcxTransport>> create();
+
+  // Collective over `comm`. Whether every rank can watch its node's other ranks for
+  // their exit (pidfd_open, one pid namespace per node); if so, sets
+  // UCX_POSIX_ERROR_HANDLING and UCX_SYSV_ERROR_HANDLING to y in the environment
+  // (unless already set), so that UCX contexts made after it in this process put
+  // endpoints in peer error mode on shared memory within the node. create() makes
+  // the same check; a benchmark that measures raw UCX beside brisk calls it first.
+  static bool use_node_shared_memory(MPI_Comm comm);
   ~UcxTransport() override;
 
   Rank rank() const noexcept override;

@@ -293,6 +293,17 @@ class TypedObject final : public ObjectState {
       if constexpr (kUninitialized) {
         ::new (static_cast<void*>(&storage_)) T(T::for_overwrite(count));
         if (length) std::memcpy(static_cast<void*>(value().data()), data, length);
+      } else if constexpr (requires(T& t) { t.reserve(count); }) {
+        // A large vector: storage hinted for huge pages before the copy first touches
+        // it (one page fault per 2 MiB instead of per 4 KiB).
+        const E* first = reinterpret_cast<const E*>(data);
+        T fresh;
+        if (length >= serial::kHugePageHintBytes) {
+          fresh.reserve(count);
+          serial::advise_huge_pages(fresh.data(), length);
+        }
+        fresh.assign(first, first + count);
+        ::new (static_cast<void*>(&storage_)) T(std::move(fresh));
       } else {
         const E* first = reinterpret_cast<const E*>(data);
         ::new (static_cast<void*>(&storage_)) T(first, first + count);
