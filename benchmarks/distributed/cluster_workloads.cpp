@@ -887,8 +887,9 @@ int main(int argc, char** argv) {
     job.raw.mpi_get_created_read_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true, true, true);
 #if BRISK_HAVE_UCX
     // On the UCX transports brisk's endpoints use (shared memory within a node
-    // where ranks can watch each other).
-    brisk::UcxTransport::use_node_shared_memory(MPI_COMM_WORLD);
+    // where ranks can watch each other); set in this process's environment, so only
+    // where brisk runs on UCX.
+    if (s.transport == "ucx") brisk::UcxTransport::use_node_shared_memory(MPI_COMM_WORLD);
     job.raw.ucx_get_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick);
 #endif
   }

@@ -9,6 +9,7 @@
 #include <ucp/api/ucp.h>
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -206,6 +208,15 @@ void prefer_node_shared_memory() {
   setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
   setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
 }
+
+// Whether the environment turns a UCX boolean off (UCX reads n, no, off, 0).
+bool ucx_env_off(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return false;
+  std::string s(v);
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s == "n" || s == "no" || s == "off" || s == "0";
+}
 }  // namespace
 
 bool UcxTransport::use_node_shared_memory(MPI_Comm comm) {
@@ -231,6 +242,11 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   // exit (use_node_shared_memory).
   impl->node_watch = detail::NodePeerWatch::open(impl->comm);
   if (impl->node_watch.watching()) prefer_node_shared_memory();
+  // Kept off shared memory by the user: the node's traffic goes over TCP, where UCX
+  // reports dead peers itself, and two reports would race.
+  if (ucx_env_off("UCX_POSIX_ERROR_HANDLING") && ucx_env_off("UCX_SYSV_ERROR_HANDLING")) {
+    impl->node_watch = detail::NodePeerWatch();
+  }
   setenv("UCX_KEEPALIVE_INTERVAL", "250ms", 0);
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);

@@ -520,7 +520,8 @@ class BitwiseIterator {
 // Asks the kernel for transparent huge pages over the whole 2 MiB pages inside
 // [p, p + bytes) (madvise MADV_HUGEPAGE; nothing where that is unavailable), before
 // they are first written: a large vector filled from the input then takes one page
-// fault per 2 MiB instead of one per 4 KiB.
+// fault per 2 MiB instead of one per 4 KiB. (Storage that malloc took from its heap
+// keeps the hint after it is freed; later blocks there may get huge pages too.)
 void advise_huge_pages(void* p, std::size_t bytes) noexcept;
 inline constexpr std::size_t kHugePageHintBytes = std::size_t{4} << 20;
 
@@ -982,7 +983,7 @@ void load(Reader& r, T& value) {
       const std::byte* p = ArchiveAccess::take(r, n * sizeof(E));
       if (n * sizeof(E) >= kHugePageHintBytes && value.capacity() < n) {
         // Fresh storage, hinted before the copy below first touches it.
-        T().swap(value);
+        T(value.get_allocator()).swap(value);
         value.reserve(n);
         advise_huge_pages(value.data(), n * sizeof(E));
       }
