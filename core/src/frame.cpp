@@ -149,14 +149,18 @@ std::vector<std::byte> encode_frame(FrameKind kind, std::span<const std::byte> p
 std::vector<std::byte> encode_frame(FrameKind kind, std::span<const std::byte> head, std::span<const std::byte> body) {
   const std::size_t n = head.size() + body.size();
   BRISK_CHECK(n <= kMaxFramePayload) << "frame payload of " << n << " bytes";
-  std::vector<std::byte> out(kFrameHeaderBytes + n);
+  // The payload is copied in once, with no zero fill before it (frames carry halos
+  // and objects of up to the inline threshold, every iteration).
+  std::vector<std::byte> out;
+  out.reserve(kFrameHeaderBytes + n);
+  out.resize(kFrameHeaderBytes);
+  out.insert(out.end(), head.begin(), head.end());
+  out.insert(out.end(), body.begin(), body.end());
   put_u32(out.data(), kFrameMagic);
   out[4] = static_cast<std::byte>(kFrameVersion);
   out[5] = static_cast<std::byte>(kind);
   out[6] = out[7] = std::byte{0};
   put_u32(out.data() + 8, static_cast<std::uint32_t>(n));
-  if (!head.empty()) std::memcpy(out.data() + kFrameHeaderBytes, head.data(), head.size());
-  if (!body.empty()) std::memcpy(out.data() + kFrameHeaderBytes + head.size(), body.data(), body.size());
   put_u32(out.data() + 12, frame_checksum(out));
   return out;
 }
