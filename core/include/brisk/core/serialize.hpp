@@ -525,6 +525,17 @@ class BitwiseIterator {
 void advise_huge_pages(void* p, std::size_t bytes) noexcept;
 inline constexpr std::size_t kHugePageHintBytes = std::size_t{4} << 20;
 
+// Gives vector `v`, when it cannot hold `n` elements and they take at least
+// kHugePageHintBytes, fresh storage for them, hinted before anything touches it.
+template <class V>
+void reserve_hinted(V& v, std::size_t n) {
+  const std::size_t bytes = n * sizeof(typename V::value_type);
+  if (bytes < kHugePageHintBytes || v.capacity() >= n) return;
+  V(v.get_allocator()).swap(v);
+  v.reserve(n);
+  advise_huge_pages(v.data(), bytes);
+}
+
 // Private access to the archives for the encoders below.
 struct ArchiveAccess;
 
@@ -981,12 +992,7 @@ void load(Reader& r, T& value) {
     const std::size_t n = serial::load_count<m>(r);
     if constexpr (bitwise_v<E>) {
       const std::byte* p = ArchiveAccess::take(r, n * sizeof(E));
-      if (n * sizeof(E) >= kHugePageHintBytes && value.capacity() < n) {
-        // Fresh storage, hinted before the copy below first touches it.
-        T(value.get_allocator()).swap(value);
-        value.reserve(n);
-        advise_huge_pages(value.data(), n * sizeof(E));
-      }
+      reserve_hinted(value, n);  // before the copy below first touches the storage
       if constexpr (is_byte_like_v<E>) {
         const auto* first = reinterpret_cast<const E*>(p);
         value.assign(first, first + n);

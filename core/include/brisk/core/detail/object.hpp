@@ -298,10 +298,7 @@ class TypedObject final : public ObjectState {
         // it (one page fault per 2 MiB instead of per 4 KiB).
         const E* first = reinterpret_cast<const E*>(data);
         T fresh;
-        if (length >= serial::kHugePageHintBytes) {
-          fresh.reserve(count);
-          serial::advise_huge_pages(fresh.data(), length);
-        }
+        serial::reserve_hinted(fresh, count);
         fresh.assign(first, first + count);
         ::new (static_cast<void*>(&storage_)) T(std::move(fresh));
       } else {
