@@ -31,9 +31,8 @@ std::uint64_t pid_namespace() noexcept {
 }  // namespace
 
 NodePeerWatch NodePeerWatch::open(MPI_Comm comm) {
-  int rank = 0, size = 1;
+  int rank = 0;
   MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
   MPI_Comm node = MPI_COMM_NULL;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
   int node_size = 1;

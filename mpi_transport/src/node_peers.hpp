@@ -31,7 +31,6 @@ class NodePeerWatch {
   ~NodePeerWatch();
 
   bool watching() const noexcept { return watching_; }
-  std::size_t peers() const noexcept { return peers_.size(); }
 
   // Ranks (in `comm`) that exited since the last call, looked for at most once per
   // `every`; each is reported once and no longer watched. Not thread-safe.

@@ -204,9 +204,13 @@ class UcxRegistration final : public MemoryRegistration {
 // switched on and progress() reports a local peer's death; elsewhere (no
 // pidfd_open, ranks in different pid namespaces) the node's traffic stays on TCP.
 // UCX_POSIX_ERROR_HANDLING=n UCX_SYSV_ERROR_HANDLING=n keeps it on TCP anyway.
-void prefer_node_shared_memory() {
-  setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
-  setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+detail::NodePeerWatch watch_node_for_shared_memory(MPI_Comm comm) {
+  detail::NodePeerWatch watch = detail::NodePeerWatch::open(comm);
+  if (watch.watching()) {
+    setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
+    setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
+  }
+  return watch;
 }
 
 // Whether the environment turns a UCX boolean off (UCX reads n, no, off, 0).
@@ -219,11 +223,7 @@ bool ucx_env_off(const char* name) {
 }
 }  // namespace
 
-bool UcxTransport::use_node_shared_memory(MPI_Comm comm) {
-  const bool watching = detail::NodePeerWatch::open(comm).watching();
-  if (watching) prefer_node_shared_memory();
-  return watching;
-}
+bool UcxTransport::use_node_shared_memory(MPI_Comm comm) { return watch_node_for_shared_memory(comm).watching(); }
 
 StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   auto impl = std::make_unique<Impl>();
@@ -240,8 +240,7 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   //
   // Ranks on this node talk over shared memory where they can be watched for their
   // exit (use_node_shared_memory).
-  impl->node_watch = detail::NodePeerWatch::open(impl->comm);
-  if (impl->node_watch.watching()) prefer_node_shared_memory();
+  impl->node_watch = watch_node_for_shared_memory(impl->comm);
   // Kept off shared memory by the user: the node's traffic goes over TCP, where UCX
   // reports dead peers itself, and two reports would race.
   if (ucx_env_off("UCX_POSIX_ERROR_HANDLING") && ucx_env_off("UCX_SYSV_ERROR_HANDLING")) {
