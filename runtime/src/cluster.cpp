@@ -298,6 +298,14 @@ void Cluster::on_rank_lost(Rank peer, const Status& why, bool announce) {
 }
 
 void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
+  // Silence counts only while this rank listened. Where it did not come here for
+  // longer than a heartbeat's interval (its progress thread held up, the process or
+  // the machine stalled), the others' heartbeats may be waiting in its own queue:
+  // the gap is no silence of theirs.
+  const auto unheard = last_heartbeat_check_ == std::chrono::steady_clock::time_point{}
+                           ? std::chrono::steady_clock::duration::zero()
+                           : now - last_heartbeat_check_ - 2 * config_.heartbeat;
+  last_heartbeat_check_ = now;
   std::vector<int> silent;
   {
     std::lock_guard lock(gs_mutex_);
@@ -305,6 +313,7 @@ void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
       NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
       if (r == self_.value || !n.alive || rank_lost(Rank{r})) continue;
       if (n.heard == std::chrono::steady_clock::time_point{}) n.heard = now;  // the clock starts now
+      if (unheard > unheard.zero()) n.heard = std::min(now, n.heard + unheard);
       if (now - n.heard > (keep_specs_ ? config_.failure_timeout : config_.fatal_timeout)) silent.push_back(r);
     }
   }
@@ -915,7 +924,7 @@ void Cluster::run_here(TaskBase* task) noexcept {
   std::vector<ObjectState*> remote;
   std::uint64_t remote_bytes = 0;
   for (ObjectState* o : args) {
-    if (!o->has_error() && o->residency() == Residency::kRemote) {
+    if (!o->has_error() && o->residency() == Residency::kRemote && !pull_is_local_copy(o)) {
       remote.push_back(o);
       remote_bytes += o->bytes();
     }
@@ -923,7 +932,10 @@ void Cluster::run_here(TaskBase* task) noexcept {
   // Small pulls are made by the worker that runs the task, when it pins its
   // arguments: it is awake and polls the transport while the bytes come, so nothing
   // is handed from thread to thread. Large ones are prefetched before the task is
-  // queued, so that no worker waits through them.
+  // queued, so that no worker waits through them. A copy from memory this rank maps
+  // (its own arena, a node peer's) is the worker's at any size: it is a memcpy, and
+  // here, on the thread that handles the rank's messages, 256 MiB of it held up
+  // every message and heartbeat of the rank for 0.3-0.5 s (seconds under load).
   if (remote.empty() || remote_bytes <= kWorkerPullBytes) {
     local_.submit(task);
     return;
@@ -2409,6 +2421,13 @@ const std::byte* Cluster::readable_here(const RemoteCopy& copy) const noexcept {
     return nullptr;  // a copy outside a peer's arena goes to the transport, which refuses it
   }
   return arena.data() + copy.offset;
+}
+
+bool Cluster::pull_is_local_copy(ObjectState* o) const noexcept {
+  DistInfo* d = o->dist();
+  if (!d) return false;
+  std::lock_guard lock(d->mutex);
+  return d->copy && readable_here(*d->copy) != nullptr;
 }
 
 void Cluster::retry_pull(ObjectState* o) {

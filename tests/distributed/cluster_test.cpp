@@ -1,12 +1,16 @@
 // Multi-rank tests of the distributed runtime: run under mpirun with 2 to 6 ranks
 // (both transports). GoogleTest runs in the driver on rank 0; the other ranks serve.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <numeric>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -471,9 +475,43 @@ TEST(Cluster, EveryRankFloodingTheSchedulerFinishes) {
   EXPECT_EQ(total, static_cast<long>(n) * ranks());
 }
 
+// --stall-ms=N: how long the test below stops rank 0 (0: it is skipped). The ctest
+// case that sets it sets a failure timeout well below N.
+int g_stall_ms = 0;
+
+// Stops process `pid` (SIGSTOP) for `ms` and lets it go on, as a stalled machine or
+// a debugger would.
+int stop_for_ms(int pid, int ms) {
+  if (::kill(pid, SIGSTOP) != 0) throw std::runtime_error("kill(SIGSTOP) failed");
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+  ::kill(pid, SIGCONT);
+  return brisk::rank();
+}
+BRISK_REMOTE(stop_for_ms);
+
+// Rank 0, the global scheduler, stopped for longer than the failure timeout: when
+// it goes on, the other ranks' heartbeats are in its queue, unread. The time it did
+// not listen is no silence of theirs, so no rank is declared dead (and over mpi the
+// job does not end).
+TEST(Cluster, AStalledSchedulerDeclaresNoRankDead) {
+  const int b = ranks() - 1;
+  if (g_stall_ms == 0) GTEST_SKIP() << "run with --stall-ms=N and a failure timeout below N";
+  if (b == 0) GTEST_SKIP() << "needs two ranks";
+  EXPECT_EQ(brisk::get(brisk::task(stop_for_ms).resources(on(b)).remote(static_cast<int>(::getpid()), g_stall_ms)), b);
+  for (int i = 0; i < 20; ++i) {  // heartbeats checked for 200 ms after it went on
+    EXPECT_EQ(brisk::get(brisk::task(whoami).resources(on(b)).remote()), b);
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_FALSE(cluster().any_rank_lost());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a.rfind("--stall-ms=", 0) == 0) g_stall_ms = std::stoi(std::string(a.substr(11)));
+  }
   // A function registered on rank 0 only, as if the ranks ran different binaries.
   const char* rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
   if (!rank_env) rank_env = std::getenv("PMIX_RANK");

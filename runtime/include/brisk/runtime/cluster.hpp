@@ -344,6 +344,9 @@ class Cluster final : public detail::Executor,
   // The bytes of `copy` where this rank can read them directly (its own arena, or a
   // node peer's mapped one), or nullptr.
   const std::byte* readable_here(const detail::RemoteCopy& copy) const noexcept;
+  // Whether a pull of `object` would be a copy from memory this rank maps (its copy
+  // is known and readable_here), not a transfer through the transport.
+  bool pull_is_local_copy(detail::ObjectState* object) const noexcept;
   // A pull failed because its holder died: ends it and relocates the object.
   void retry_pull(detail::ObjectState* object);
   void keep_lineage(ObjectId id, detail::TaskBase* task);
@@ -443,6 +446,7 @@ class Cluster final : public detail::Executor,
   bool is_scheduler_ = false;
   std::atomic<bool> idle_elsewhere_{false};  // another rank had an idle core at its last heartbeat
   std::uint64_t heartbeat_sequence_ = 0;
+  std::chrono::steady_clock::time_point last_heartbeat_check_{};  // progress thread only
   std::vector<std::uint64_t> event_cursors_;  // progress thread only
   std::uint64_t events_missed_ = 0;
 
