@@ -170,7 +170,10 @@ MpiTransport::~MpiTransport() {
     std::lock_guard b(impl_->get_mutex);
     if (impl_->send_requests.empty() && impl_->gets.empty()) break;
   }
-  barrier();
+  // Taking up messages while waiting: another rank may still be finishing a send to
+  // this one (above the eager limit it completes only once this rank receives it),
+  // and would never come to the barrier.
+  detail::barrier_polled(impl_->comm, [this] { return progress(); });
   if (impl_->win != MPI_WIN_NULL) {
     MPI_Win_unlock_all(impl_->win);
     MPI_Win_free(&impl_->win);

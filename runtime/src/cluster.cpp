@@ -302,13 +302,20 @@ void Cluster::on_rank_lost(Rank peer, const Status& why, bool announce) {
 }
 
 void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
-  // Silence counts only while this rank listened. Where it did not come here for
-  // longer than a heartbeat's interval (its progress thread held up, the process or
-  // the machine stalled), the others' heartbeats may be waiting in its own queue:
-  // the gap is no silence of theirs.
-  const auto unheard = last_heartbeat_check_ == std::chrono::steady_clock::time_point{}
-                           ? std::chrono::steady_clock::duration::zero()
-                           : now - last_heartbeat_check_ - 2 * config_.heartbeat;
+  const std::chrono::steady_clock::duration timeout = keep_specs_ ? config_.failure_timeout : config_.fatal_timeout;
+  // Silence counts only while this rank listened. Where it did not come here for a
+  // quarter of the timeout or more (its progress thread held up, the process or the
+  // machine stalled), the others' heartbeats may be waiting in its own queue: that
+  // gap, less two heartbeat intervals, is no silence of theirs. (Shorter delays of a
+  // busy loop count in full, so that they cannot put off finding a dead rank.)
+  auto unheard = std::chrono::steady_clock::duration::zero();
+  if (last_heartbeat_check_ != std::chrono::steady_clock::time_point{}) {
+    const auto gap = now - last_heartbeat_check_;
+    if (gap >= std::max<std::chrono::steady_clock::duration>(timeout / 4, 3 * config_.heartbeat)) {
+      unheard = gap - 2 * config_.heartbeat;
+      scheduler_stalls_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
   last_heartbeat_check_ = now;
   std::vector<int> silent;
   {
@@ -318,7 +325,7 @@ void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
       if (r == self_.value || !n.alive || rank_lost(Rank{r})) continue;
       if (n.heard == std::chrono::steady_clock::time_point{}) n.heard = now;  // the clock starts now
       if (unheard > unheard.zero()) n.heard = std::min(now, n.heard + unheard);
-      if (now - n.heard > (keep_specs_ ? config_.failure_timeout : config_.fatal_timeout)) silent.push_back(r);
+      if (now - n.heard > timeout) silent.push_back(r);
     }
   }
   if (!keep_specs_ && !silent.empty() && end_code_.load(std::memory_order_acquire) == kNoEnd) {
@@ -2315,10 +2322,16 @@ void Cluster::fetch_async(ObjectState* o, std::function<void(const Status&)> don
 void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
   fetches_.fetch_add(1, std::memory_order_relaxed);
   fetched_bytes_.fetch_add(copy.length, std::memory_order_relaxed);
-  fetches_in_flight_.fetch_add(1, std::memory_order_relaxed);
-  wake_standing_back();
   const Rank holder = copy.region.owner;
   const std::byte* src = readable_here(copy);
+  // A pull through the transport is in flight until finish_fetch, with a poller
+  // near (the progress thread stops standing back). A copy from mapped memory is
+  // made here and now: counted only as it ends, so that the progress thread does not
+  // poll beside a worker's long memcpy.
+  if (!src) {
+    fetches_in_flight_.fetch_add(1, std::memory_order_relaxed);
+    wake_standing_back();
+  }
   if (!src && holder == self_) {
     finish_fetch(o, internal_error(fmt::format("object {}: its copy lies outside this rank's arena", o->id().hex())));
     return;
@@ -2354,6 +2367,7 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
     } catch (const std::exception& e) {
       st = internal_error(fmt::format("reading object {} from the arena of rank {}: {}", o->id().hex(), holder.value, e.what()));
     }
+    fetches_in_flight_.fetch_add(1, std::memory_order_relaxed);  // finish_fetch counts it out
     finish_fetch(o, st);
     return;
   }
@@ -2431,7 +2445,10 @@ bool Cluster::pull_is_local_copy(ObjectState* o) const noexcept {
   DistInfo* d = o->dist();
   if (!d) return false;
   std::lock_guard lock(d->mutex);
-  return d->copy && readable_here(*d->copy) != nullptr;
+  // Not where the copy's holder is lost (or the copy moves): the pull then waits for
+  // a new copy, perhaps one to be pulled through the transport.
+  return d->copy && !d->lost && !d->relocating && !rank_lost(d->copy->region.owner) &&
+         readable_here(*d->copy) != nullptr;
 }
 
 void Cluster::retry_pull(ObjectState* o) {
@@ -2771,6 +2788,7 @@ ClusterStats Cluster::stats() const {
   s.borrowed = borrowed_.load();
   s.node_peers = node_peers_;
   s.malformed = malformed_.load();
+  s.scheduler_stalls = scheduler_stalls_.load(std::memory_order_relaxed);
   s.tasks_replayed = tasks_replayed_.load();
   s.objects_rebuilt = objects_rebuilt_.load();
   s.objects_lost = objects_lost_.load();

@@ -476,7 +476,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   // Where the workers take every core, the driver shares one with a worker: a reply
   // that a worker hands to the driver wakes it when the worker next runs out of
   // tasks or, between tasks, once it has waited 500 us (the progress thread makes an
-  // overdue one at its next wake, within its stand-back nap of at most 8 ms, while
+  // overdue one at its next wake, by the next heartbeat at the latest, while
   // the workers run long tasks), not in the middle of the worker's run, where the
   // woken driver would take the core (it did, for 12-40 us each CG iteration of
   // physbam_like at 64^3). Multi-rank jobs only: one rank has no progress thread.

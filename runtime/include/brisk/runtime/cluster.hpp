@@ -66,6 +66,8 @@ struct ClusterStats {
   std::uint64_t borrowed = 0;         // of those, values read where they lie (no copy)
   std::size_t node_peers = 0;         // other ranks whose arenas this rank maps
   std::uint64_t malformed = 0;        // messages dropped as malformed
+  std::uint64_t scheduler_stalls = 0;  // heartbeat checks of this rank's global scheduler that came a
+                                       // quarter of the failure timeout late (that gap is no one's silence)
   std::uint64_t tasks_replayed = 0;   // tasks sent again because their rank died
   std::uint64_t objects_rebuilt = 0;  // results made again from lineage after their holder died
   std::uint64_t objects_lost = 0;     // objects found lost (no copy left, no lineage)
@@ -500,7 +502,7 @@ class Cluster final : public detail::Executor,
   std::atomic<std::uint64_t> tasks_sent_{0}, tasks_received_{0}, tasks_placed_{0}, results_received_{0},
       fetches_{0}, fetched_bytes_{0}, malformed_{0}, frames_sent_{0}, tasks_replayed_{0},
       objects_rebuilt_{0}, objects_lost_{0}, lineage_cut_{0}, lineage_checkpointed_{0}, objects_restored_{0},
-      fetched_shared_{0}, borrowed_{0};
+      fetched_shared_{0}, borrowed_{0}, scheduler_stalls_{0};
 };
 
 }  // namespace brisk
