@@ -215,9 +215,9 @@ Status MpiTransport::send(Rank to, std::vector<std::byte> message) {
 int MpiTransport::progress() {
   int events = 0;
   // Incoming messages, for up to kReceiveBudget per call. Draining them all at once
-  // held the caller in one call for 0.2-0.5 s where every rank flooded rank 0 with
+  // held the caller in one call for 0.1-0.3 s where every rank flooded rank 0 with
   // spilled tasks (4 ranks on 2 cores), and with it the rank's heartbeats and its
-  // other duties; a call that found work is followed by the next one at once.
+  // other duties; what is left waits for the next call.
   const auto started = std::chrono::steady_clock::now();
   for (;;) {
     if (events > 0 && std::chrono::steady_clock::now() - started > kReceiveBudget) break;
