@@ -2,6 +2,7 @@
 
 #include "mpi_poll.hpp"
 #include "node_peers.hpp"
+#include "node_rings.hpp"
 #include "peer_counts.hpp"
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +20,7 @@
 #include <map>
 #include <mutex>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,6 +84,12 @@ struct UcxTransport::Impl {
   // The ranks on this node, watched for their exit (shared memory does not report it).
   std::mutex watch_mutex;
   detail::NodePeerWatch node_watch;
+  // Messages to the ranks on this node, where they are watched (see node_rings.hpp).
+  std::unique_ptr<detail::NodeRings> rings;
+
+  void deliver(int from, std::span<const std::byte> bytes) {
+    if (on_message) on_message(Rank{from}, bytes);
+  }
 
   bool is_dead(int r) {
     std::lock_guard lock(dead_mutex);
@@ -93,6 +102,7 @@ struct UcxTransport::Impl {
       if (dead[static_cast<std::size_t>(r)]) return;
       dead[static_cast<std::size_t>(r)] = true;
     }
+
     std::lock_guard lock(done_mutex);
     newly_dead.emplace_back(r, exited);
   }
@@ -246,6 +256,43 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   if (ucx_env_off("UCX_POSIX_ERROR_HANDLING") && ucx_env_off("UCX_SYSV_ERROR_HANDLING")) {
     impl->node_watch = detail::NodePeerWatch();
   }
+  impl->in_flight = std::make_unique<detail::PeerCounts>(impl->size);
+  // Messages within the node go through rings of brisk's own, one per pair of ranks:
+  // in UCX's shared memory, one rank stopped in the middle of a send would leave its
+  // node's other ranks deaf to each other (node_rings.hpp). BRISK_NODE_RING_BYTES sets
+  // each ring's size; 0 leaves the node's messages to UCX.
+  std::size_t ring_bytes = 0;
+  bool rings_wanted = impl->node_watch.watching();
+  if (const char* v = std::getenv("BRISK_NODE_RING_BYTES"); v && *v) {
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long n = std::strtoull(v, &end, 10);
+    if (*v == '-' || *end != '\0' || errno != 0 || (n != 0 && n < 4096) || n > (1ull << 30)) {
+      return invalid_argument(fmt::format("BRISK_NODE_RING_BYTES={}: expected 0 (off) or a size in bytes from 4096 to 2^30", v));
+    }
+    ring_bytes = static_cast<std::size_t>(n);
+    rings_wanted = rings_wanted && n != 0;
+  }
+  // Every rank takes part in the rings or none does (the environment may differ).
+  {
+    unsigned long long want[2] = {rings_wanted ? ring_bytes : ~0ull, rings_wanted ? ring_bytes : ~0ull};
+    unsigned long long low = 0, high = 0;
+    MPI_Allreduce(&want[0], &low, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, impl->comm);
+    MPI_Allreduce(&want[1], &high, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, impl->comm);
+    if (rings_wanted && low != high && impl->rank == 0) {
+      std::fprintf(stderr, "brisk: ranks differ in BRISK_NODE_RING_BYTES or in watching their node: UCX carries the "
+                           "node's messages\n");
+    }
+    rings_wanted = rings_wanted && low == high;
+  }
+  if (rings_wanted) {
+    std::string why;
+    impl->rings = detail::NodeRings::open(impl->comm, ring_bytes, impl->in_flight.get(), &why);
+    if (!impl->rings && !why.empty()) {
+      std::fprintf(stderr, "brisk: rank %d: no shared-memory rings within the node (%s); UCX carries its messages\n",
+                   impl->rank, why.c_str());
+    }
+  }
   setenv("UCX_KEEPALIVE_INTERVAL", "250ms", 0);
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
@@ -306,9 +353,7 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   return std::unique_ptr<UcxTransport>(new UcxTransport(std::move(impl)));
 }
 
-UcxTransport::UcxTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
-  impl_->in_flight = std::make_unique<detail::PeerCounts>(impl_->size);
-}
+UcxTransport::UcxTransport(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 std::size_t UcxTransport::sends_in_flight(Rank to) const noexcept { return impl_->in_flight->get(to.value); }
 
@@ -336,6 +381,7 @@ UcxTransport::~UcxTransport() {
     ucp_request_free(req);
   }
   barrier();
+  impl_->rings.reset();
   ucp_worker_destroy(impl_->worker);
   ucp_cleanup(impl_->context);
   MPI_Comm_free(&impl_->comm);
@@ -356,6 +402,7 @@ void UcxTransport::disconnect(Rank peer) {
     impl_->dead[static_cast<std::size_t>(r)] = true;
   }
   impl_->closed[static_cast<std::size_t>(r)] = true;
+  if (impl_->rings) impl_->rings->drop(r);
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = UCP_EP_CLOSE_FLAG_FORCE;
@@ -373,6 +420,10 @@ Status UcxTransport::send(Rank to, std::vector<std::byte> message) {
     return invalid_argument(fmt::format("no rank {} in a job of {}", to.value, impl_->size));
   std::shared_lock ep_lock(impl_->ep_mutex);
   if (impl_->is_dead(to.value)) return unavailable(fmt::format("rank {} is dead", to.value));
+  if (impl_->rings && impl_->rings->reaches(to.value)) {
+    impl_->rings->send(to.value, std::move(message));
+    return {};
+  }
   auto* s = new SendState{std::move(message), impl_->rank, &impl_->in_flight->of(to.value)};
   s->in_flight->fetch_add(1, std::memory_order_relaxed);
   ucp_request_param_t p{};
@@ -409,8 +460,11 @@ int progress_for_a_while(ucp_worker_h worker) {
 
 int UcxTransport::progress() {
   int events = progress_for_a_while(impl_->worker);
+  const auto deliver = [this](int from, std::span<const std::byte> bytes) { impl_->deliver(from, bytes); };
+  if (impl_->rings) events += impl_->rings->progress(deliver);
   if (impl_->watch_mutex.try_lock()) {
-    for (int r : impl_->node_watch.exited(std::chrono::steady_clock::now())) impl_->mark_dead(r, true);
+    const std::vector<int> exited = impl_->node_watch.exited(std::chrono::steady_clock::now());
+    for (int r : exited) impl_->mark_dead(r, true);
     impl_->watch_mutex.unlock();
   }
   std::vector<std::pair<void*, Impl::Incoming*>> rndv;
@@ -463,6 +517,13 @@ int UcxTransport::progress() {
   }
   for (auto [r, exited] : dead) {
     ++events;
+    if (impl_->rings) {
+      // What it wrote to this rank before it died comes before the news (read here,
+      // outside UCX's callbacks: UCX may be the first to tell of a local peer's death).
+      const int one[] = {r};
+      events += impl_->rings->drain(one, deliver);
+      impl_->rings->drop(r);
+    }
     impl_->on_failure(Rank{r}, unavailable(exited ? fmt::format("rank {}'s process exited (seen from its node)", r)
                                                   : fmt::format("UCX reports rank {} unreachable", r)));
   }

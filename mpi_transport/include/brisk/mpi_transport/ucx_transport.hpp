@@ -11,7 +11,11 @@
 // talk over shared memory, whose transports do not notice a killed peer: the
 // transport watches each of them for its exit through a pidfd (checked at most
 // every millisecond in progress()) and reports it like UCX's own failures. Worker
-// addresses are exchanged over MPI at creation.
+// addresses are exchanged over MPI at creation. Messages to the other ranks of the
+// node do not use UCX's shared memory, where one rank stopped in the middle of a send
+// leaves the node's others deaf to each other: they go through shared-memory rings
+// of brisk's own, one per pair (node_rings.hpp; BRISK_NODE_RING_BYTES sets a ring's
+// size, 0 leaves these messages to UCX). UCX carries the gets and all else.
 //
 // Creation and destruction are collective over MPI_COMM_WORLD (MPI initialised with
 // MPI_THREAD_MULTIPLE); the UCX worker is created thread-safe (UCS_THREAD_MODE_MULTI).

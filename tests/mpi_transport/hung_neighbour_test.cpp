@@ -1,0 +1,105 @@
+// A rank stopped (SIGSTOP) at an arbitrary point, here in the middle of a stream of
+// messages to rank 0, must not keep rank 0 from hearing the other ranks of its node.
+// Rank 2 streams 4 KiB messages to rank 0. Rank 1, over and over: stops rank 2 from
+// outside (so the stop lands anywhere in its sends), pings rank 0, waits for the echo,
+// and lets rank 2 go on. Every echo must come within `--max-gap-ms`.
+//   mpirun --enable-recovery --mca orte_abort_on_non_zero_status 0 -np 3 hung_neighbour_test
+#include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "brisk/mpi_transport/ucx_transport.hpp"
+
+namespace {
+using Clock = std::chrono::steady_clock;
+
+std::vector<std::byte> ping(std::uint32_t seq) {
+  std::vector<std::byte> m(sizeof seq);
+  std::memcpy(m.data(), &seq, sizeof seq);
+  return m;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  double max_gap_ms = 250;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--max-gap-ms") max_gap_ms = std::stod(argv[i + 1]);
+  }
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  int pid = static_cast<int>(getpid());
+  int pids[3] = {};
+  MPI_Allgather(&pid, 1, MPI_INT, pids, 1, MPI_INT, MPI_COMM_WORLD);
+  auto t = brisk::UcxTransport::create();
+  if (!t.ok()) {
+    std::fprintf(stderr, "%s\n", t.status().message().c_str());
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  brisk::Transport& tr = **t;
+  if (tr.size() != 3) {
+    std::fprintf(stderr, "hung_neighbour_test runs on 3 ranks\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  constexpr std::uint32_t kTrials = 60;
+  constexpr std::uint32_t kDone = ~std::uint32_t{0};
+  std::atomic<std::uint32_t> echoed{kDone};
+  std::atomic<bool> done{false};
+  tr.set_failure_handler([](brisk::Rank, const brisk::Status&) {});
+  tr.set_message_handler([&](brisk::Rank from, std::span<const std::byte> m) {
+    if (from.value == 2 || m.size() != sizeof(std::uint32_t)) return;
+    std::uint32_t seq = 0;
+    std::memcpy(&seq, m.data(), sizeof seq);
+    if (me == 0 && seq == kDone) done = true;
+    if (me == 0 && seq != kDone) (void)tr.send(brisk::Rank{1}, ping(seq));
+    if (me == 1) echoed = seq;
+  });
+  (*t)->barrier();
+  int rc = 0;
+  if (me == 2) {
+    // Stream until stopped; rank 1 kills it in the end.
+    for (;;) {
+      if (tr.sends_in_flight(brisk::Rank{0}) < 64) (void)tr.send(brisk::Rank{0}, std::vector<std::byte>(4096));
+      tr.progress();
+    }
+  } else if (me == 1) {
+    std::uint32_t late = 0;
+    double worst_ms = 0;
+    for (std::uint32_t seq = 0; seq < kTrials; ++seq) {
+      kill(pids[2], SIGSTOP);
+      const auto sent = Clock::now();
+      (void)tr.send(brisk::Rank{0}, ping(seq));
+      const auto deadline = sent + std::chrono::duration<double, std::milli>(max_gap_ms);
+      while (echoed.load() != seq && Clock::now() < deadline) tr.progress();
+      const double ms = std::chrono::duration<double, std::milli>(Clock::now() - sent).count();
+      worst_ms = std::max(worst_ms, ms);
+      if (echoed.load() != seq) ++late;
+      kill(pids[2], SIGCONT);
+      const auto resume = Clock::now() + std::chrono::milliseconds(3);
+      while (Clock::now() < resume) tr.progress();
+    }
+    kill(pids[2], SIGKILL);
+    (void)tr.send(brisk::Rank{0}, ping(kDone));
+    const auto linger = Clock::now() + std::chrono::milliseconds(300);
+    while (Clock::now() < linger) tr.progress();
+    std::printf("rank 1: %u of %u echoes from rank 0 came while rank 2 was stopped mid-stream (the slowest %.1f ms, "
+                "the limit %.0f ms): %s\n",
+                kTrials - late, kTrials, worst_ms, max_gap_ms, late == 0 ? "hung neighbour test OK" : "hung neighbour test FAILED");
+    std::fflush(stdout);
+    rc = late == 0 ? 0 : 1;
+  } else {
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (!done.load() && Clock::now() < deadline) tr.progress();
+  }
+  // MPI cannot finalise with a stopped rank: leave without it.
+  _exit(rc);
+}
