@@ -102,7 +102,6 @@ struct UcxTransport::Impl {
       if (dead[static_cast<std::size_t>(r)]) return;
       dead[static_cast<std::size_t>(r)] = true;
     }
-
     std::lock_guard lock(done_mutex);
     newly_dead.emplace_back(r, exited);
   }
@@ -275,11 +274,10 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   }
   // Every rank takes part in the rings or none does (the environment may differ).
   {
-    unsigned long long want[2] = {rings_wanted ? ring_bytes : ~0ull, rings_wanted ? ring_bytes : ~0ull};
-    unsigned long long low = 0, high = 0;
-    MPI_Allreduce(&want[0], &low, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, impl->comm);
-    MPI_Allreduce(&want[1], &high, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, impl->comm);
-    if (rings_wanted && low != high && impl->rank == 0) {
+    unsigned long long want = rings_wanted ? ring_bytes : ~0ull, low = 0, high = 0;
+    MPI_Allreduce(&want, &low, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, impl->comm);
+    MPI_Allreduce(&want, &high, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, impl->comm);
+    if (low != high && impl->rank == 0) {
       std::fprintf(stderr, "brisk: ranks differ in BRISK_NODE_RING_BYTES or in watching their node: UCX carries the "
                            "node's messages\n");
     }
@@ -463,8 +461,7 @@ int UcxTransport::progress() {
   const auto deliver = [this](int from, std::span<const std::byte> bytes) { impl_->deliver(from, bytes); };
   if (impl_->rings) events += impl_->rings->progress(deliver);
   if (impl_->watch_mutex.try_lock()) {
-    const std::vector<int> exited = impl_->node_watch.exited(std::chrono::steady_clock::now());
-    for (int r : exited) impl_->mark_dead(r, true);
+    for (int r : impl_->node_watch.exited(std::chrono::steady_clock::now())) impl_->mark_dead(r, true);
     impl_->watch_mutex.unlock();
   }
   std::vector<std::pair<void*, Impl::Incoming*>> rndv;
@@ -501,7 +498,7 @@ int UcxTransport::progress() {
   }
   for (auto& m : ready) {
     ++events;
-    if (m->status == UCS_OK && impl_->on_message) impl_->on_message(Rank{m->from}, m->bytes);
+    if (m->status == UCS_OK) impl_->deliver(m->from, m->bytes);
   }
   std::vector<Impl::Done> done;
   std::vector<std::pair<int, bool>> dead;
