@@ -199,6 +199,8 @@ struct Raw {
   std::vector<double> mpi_get_created_fresh_gbps;  // as mpi_get_fresh, from such a window
   std::vector<double> mpi_get_created_read_gbps;   // as mpi_get_read, from such a window
   std::vector<double> ucx_get_gbps;    // empty without UCX
+  std::vector<double> ucx_get_fresh_gbps;  // as mpi_get_fresh, with ucp_get_nbx
+  std::vector<double> ucx_get_read_gbps;   // as mpi_get_read, with ucp_get_nbx
   int cores_available = 0;             // distinct cores the ranks may use, summed over hosts
   std::string hosts_json = "[]";
 };
@@ -373,8 +375,10 @@ void ucx_wait(ucp_worker_h worker, ucs_status_ptr_t request, const char* what) {
 // The same reads as raw_mpi_get with ucp_get_nbx: a minimal context and worker per
 // rank, B's endpoint to A in peer error mode (as brisk's UcxTransport, so that both
 // use the same UCX transports), A's buffer mapped and its rkey sent over MPI. A
-// progresses its worker until B is done, as brisk's progress thread does.
-std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>& sizes, bool quick) {
+// progresses its worker until B is done, as brisk's progress thread does. `fresh`
+// and `then_read` as for raw_mpi_get.
+std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>& sizes, bool quick, bool fresh,
+                                bool then_read = false) {
   std::vector<double> gbps(sizes.size(), NAN);
   const std::size_t largest = sizes.back();
   quiet_barrier();
@@ -414,13 +418,30 @@ std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>
       MPI_Send(rkey, static_cast<int>(rkey_len), MPI_BYTE, peer, 2, MPI_COMM_WORLD);
       ucp_worker_release_address(worker, address);
       ucp_rkey_buffer_release(rkey);
-      int done = 0, flag = 0;
+      // Progresses the worker until `req` completes.
+      auto serve = [&](MPI_Request req) {
+        int flag = 0;
+        while (!flag) {
+          ucp_worker_progress(worker);
+          MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
+        }
+      };
+      if (fresh) {
+        std::memset(region.data(), 1, largest);
+        for (std::size_t s = 0; s < sizes.size(); ++s) {
+          for (int r = 0; r <= transfer_reps(sizes[s], quick); ++r) {
+            std::memset(region.data(), 1, sizes[s]);  // rewritten: the lines are the writer's again
+            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Request req;
+            MPI_Ibarrier(MPI_COMM_WORLD, &req);
+            serve(req);
+          }
+        }
+      }
+      int done = 0;
       MPI_Request req;
       MPI_Irecv(&done, 1, MPI_INT, peer, 3, MPI_COMM_WORLD, &req);
-      while (!flag) {
-        ucp_worker_progress(worker);
-        MPI_Test(&req, &flag, MPI_STATUS_IGNORE);
-      }
+      serve(req);
       ucx_check(ucp_mem_unmap(context, memh), "ucp_mem_unmap");
     } else {
       std::uint64_t header[3];
@@ -442,10 +463,15 @@ std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>
       for (std::size_t s = 0; s < sizes.size(); ++s) {
         std::vector<double> reps;
         for (int r = 0; r <= transfer_reps(sizes[s], quick); ++r) {
+          if (fresh) MPI_Barrier(MPI_COMM_WORLD);
           ucp_request_param_t rp{};
           const auto t0 = Clock::now();
           ucx_wait(worker, ucp_get_nbx(ep, dst.data(), sizes[s], header[2], rkey, &rp), "ucp_get_nbx");
+          if (then_read && read_all(dst.data(), sizes[s]) != sizes[s]) {
+            std::fprintf(stderr, "cluster_workloads: raw ucp_get_nbx read wrong bytes\n");
+          }
           if (r > 0) reps.push_back(sizes[s] / (us_since(t0) * 1e3));
+          if (fresh) MPI_Barrier(MPI_COMM_WORLD);
         }
         gbps[s] = median(reps);
       }
@@ -725,12 +751,13 @@ void object_transfer_of(const Job& job) {
     // made over a memfd where the reader pulled from the maker's node-shared arena, as
     // brisk's get path does, else from MPI's own window (the fastest on a node);
     // followed by the same read of every byte where the task reads them. Over ucx,
-    // ucp_get_nbx of clean bytes, with no read after.
+    // the same with ucp_get_nbx (whose window is always memory the holder mapped).
     const bool created = std::string_view(path) == "pulled" && after[p.a].arena_shared;
-    const char* like_name = ucx       ? "ucp_get_nbx"
+    const auto at = [s](const std::vector<double>& v) { return v.empty() ? NAN : v[s]; };
+    const char* like_name = ucx       ? (all ? "ucp_get_nbx_then_read" : "ucp_get_nbx_fresh")
                             : created ? (all ? "mpi_get_created_window_then_read" : "mpi_get_created_window_fresh")
                                       : (all ? "mpi_get_then_read" : "mpi_get_fresh");
-    const double like = ucx       ? raw_ucx
+    const double like = ucx       ? (all ? at(job.raw.ucx_get_read_gbps) : at(job.raw.ucx_get_fresh_gbps))
                         : created ? (all ? job.raw.mpi_get_created_read_gbps[s] : job.raw.mpi_get_created_fresh_gbps[s])
                                   : (all ? job.raw.mpi_get_read_gbps[s] : job.raw.mpi_get_fresh_gbps[s]);
     job.line("object_transfer")
@@ -752,7 +779,9 @@ void object_transfer_of(const Job& job) {
                         ",\"mpi_get_created_window\":" + number(job.raw.mpi_get_created_gbps[s]) +
                         ",\"mpi_get_created_window_fresh\":" + number(job.raw.mpi_get_created_fresh_gbps[s]) +
                         ",\"mpi_get_created_window_then_read\":" + number(job.raw.mpi_get_created_read_gbps[s]) +
-                        ",\"ucp_get_nbx\":" + number(raw_ucx) + ",\"unit\":\"GB/s\"}")
+                        ",\"ucp_get_nbx\":" + number(raw_ucx) +
+                        ",\"ucp_get_nbx_fresh\":" + number(at(job.raw.ucx_get_fresh_gbps)) +
+                        ",\"ucp_get_nbx_then_read\":" + number(at(job.raw.ucx_get_read_gbps)) + ",\"unit\":\"GB/s\"}")
         .num("ratio_to_raw", gbps / (ucx ? raw_ucx : raw_mpi))
         .num("ratio_to_fresh_mpi_get", gbps / job.raw.mpi_get_fresh_gbps[s])
         .num("ratio_to_mpi_get_then_read", gbps / job.raw.mpi_get_read_gbps[s])
@@ -890,7 +919,9 @@ int main(int argc, char** argv) {
     // where ranks can watch each other); set in this process's environment, so only
     // where brisk runs on UCX.
     if (s.transport == "ucx") brisk::UcxTransport::use_node_shared_memory(MPI_COMM_WORLD);
-    job.raw.ucx_get_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick);
+    job.raw.ucx_get_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, false);
+    job.raw.ucx_get_fresh_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, true);
+    job.raw.ucx_get_read_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, true, true);
 #endif
   }
   if (s.want("spill")) cores_available(rank, size, job.raw);

@@ -30,13 +30,14 @@ std::uint64_t pid_namespace() noexcept {
 
 }  // namespace
 
-NodePeerWatch NodePeerWatch::open(MPI_Comm comm) {
+NodeMembers find_node_members(MPI_Comm comm) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm node = MPI_COMM_NULL;
   MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  int node_size = 1;
+  int node_size = 1, me = 0;
   MPI_Comm_size(node, &node_size);
+  MPI_Comm_rank(node, &me);
 
   struct Entry {
     std::int64_t rank;
@@ -48,10 +49,18 @@ NodePeerWatch NodePeerWatch::open(MPI_Comm comm) {
   MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, node);
   MPI_Comm_free(&node);
 
+  NodeMembers members;
+  members.me = me;
+  for (const Entry& e : all) members.all.push_back({static_cast<int>(e.rank), static_cast<long>(e.pid), e.pidns});
+  return members;
+}
+
+NodePeerWatch NodePeerWatch::open(MPI_Comm comm, const NodeMembers& node) {
+  const NodeMember& mine = node.all[static_cast<std::size_t>(node.me)];
   NodePeerWatch w;
   bool ok = mine.pidns != 0;
-  for (const Entry& e : all) {
-    if (e.rank == rank) continue;
+  for (const NodeMember& e : node.all) {
+    if (e.rank == mine.rank) continue;
     if (!ok || e.pidns != mine.pidns) {
       ok = false;
       break;
@@ -61,7 +70,7 @@ NodePeerWatch NodePeerWatch::open(MPI_Comm comm) {
       ok = false;
       break;
     }
-    w.peers_.push_back({static_cast<int>(e.rank), fd});
+    w.peers_.push_back({e.rank, fd});
   }
   int all_ok = ok ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_LAND, comm);

@@ -12,16 +12,31 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <cstdint>
 #include <vector>
 
 namespace brisk::detail {
 
+// The ranks of `comm` on this node, in the order of the node's communicator.
+struct NodeMember {
+  int rank = -1;  // in comm
+  long pid = 0;
+  std::uint64_t pidns = 0;  // the pid namespace's identity (0: unknown)
+};
+struct NodeMembers {
+  std::vector<NodeMember> all;  // this rank included
+  int me = 0;                   // this rank's index in `all`
+};
+// Collective over `comm`: splits it by node (MPI_COMM_TYPE_SHARED) and gathers each
+// member's rank and pid.
+NodeMembers find_node_members(MPI_Comm comm);
+
 class NodePeerWatch {
  public:
-  // Collective over `comm`. Finds the ranks on this node (MPI_COMM_TYPE_SHARED) and
-  // opens a pidfd for each; watching() is true on every rank only if every rank could
-  // watch all of its node's peers (same pid namespace, pidfd_open available).
-  static NodePeerWatch open(MPI_Comm comm);
+  // Collective over `comm`. Opens a pidfd for each of `node`'s other ranks;
+  // watching() is true on every rank only if every rank could watch all of its
+  // node's peers (same pid namespace, pidfd_open available).
+  static NodePeerWatch open(MPI_Comm comm, const NodeMembers& node);
 
   NodePeerWatch() = default;
   NodePeerWatch(NodePeerWatch&& other) noexcept;

@@ -67,23 +67,14 @@ std::string segment_name(long pid, int rank) { return fmt::format("/brisk-rings-
 
 }  // namespace
 
-std::unique_ptr<NodeRings> NodeRings::open(MPI_Comm comm, std::size_t ring_bytes, PeerCounts* in_flight,
-                                           std::string* why) {
+std::unique_ptr<NodeRings> NodeRings::open(MPI_Comm comm, const NodeMembers& node, std::size_t ring_bytes,
+                                           PeerCounts* in_flight, std::string* why) {
   int rank = 0, size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  MPI_Comm node = MPI_COMM_NULL;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
-  int node_size = 1, me = 0;
-  MPI_Comm_size(node, &node_size);
-  MPI_Comm_rank(node, &me);
-  struct Entry {
-    std::int64_t rank;
-    std::int64_t pid;
-  };
-  const Entry mine{rank, static_cast<std::int64_t>(::getpid())};
-  std::vector<Entry> all(static_cast<std::size_t>(node_size));
-  MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, node);
+  const int node_size = static_cast<int>(node.all.size());
+  const int me = node.me;
+  const std::vector<NodeMember>& all = node.all;
 
   std::unique_ptr<NodeRings> r(new NodeRings());
   std::size_t cap = ring_bytes;
@@ -95,7 +86,7 @@ std::unique_ptr<NodeRings> NodeRings::open(MPI_Comm comm, std::size_t ring_bytes
   r->in_flight_ = in_flight;
   r->local_of_.assign(static_cast<std::size_t>(size), -1);
   for (int i = 0; i < node_size; ++i) {
-    r->node_ranks_.push_back(static_cast<int>(all[static_cast<std::size_t>(i)].rank));
+    r->node_ranks_.push_back(all[static_cast<std::size_t>(i)].rank);
     r->local_of_[static_cast<std::size_t>(all[static_cast<std::size_t>(i)].rank)] = i;
   }
   // A ring's stride keeps every ring's control words on cache lines of their own.
@@ -105,7 +96,7 @@ std::unique_ptr<NodeRings> NodeRings::open(MPI_Comm comm, std::size_t ring_bytes
 
   // This rank's receive segment.
   std::string error;
-  const std::string name = segment_name(static_cast<long>(mine.pid), rank);
+  const std::string name = segment_name(all[static_cast<std::size_t>(me)].pid, rank);
   int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
     error = fmt::format("shm_open {}: {}", name, std::strerror(errno));
@@ -131,13 +122,13 @@ std::unique_ptr<NodeRings> NodeRings::open(MPI_Comm comm, std::size_t ring_bytes
     ::close(fd);
   }
   int ok = error.empty() ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, node);
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, comm);
   // The others' segments.
   if (ok) {
     for (int i = 0; i < node_size && error.empty(); ++i) {
       if (i == me) continue;
-      const Entry& e = all[static_cast<std::size_t>(i)];
-      const std::string peer = segment_name(static_cast<long>(e.pid), static_cast<int>(e.rank));
+      const NodeMember& e = all[static_cast<std::size_t>(i)];
+      const std::string peer = segment_name(e.pid, e.rank);
       int pfd = ::shm_open(peer.c_str(), O_RDWR, 0);
       if (pfd < 0) {
         error = fmt::format("shm_open {} (rank {}'s): {}", peer, e.rank, std::strerror(errno));
@@ -155,11 +146,10 @@ std::unique_ptr<NodeRings> NodeRings::open(MPI_Comm comm, std::size_t ring_bytes
     }
   }
   // Every rank has mapped what it could: the names go (the memory stays while mapped).
-  MPI_Barrier(node);
+  MPI_Barrier(comm);
   if (fd >= 0) ::shm_unlink(name.c_str());
   int all_ok = error.empty() ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_LAND, comm);
-  MPI_Comm_free(&node);
   if (why) *why = error;
   if (!all_ok) return nullptr;  // the destructor unmaps what was mapped
 

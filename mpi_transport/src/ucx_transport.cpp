@@ -213,8 +213,8 @@ class UcxRegistration final : public MemoryRegistration {
 // switched on and progress() reports a local peer's death; elsewhere (no
 // pidfd_open, ranks in different pid namespaces) the node's traffic stays on TCP.
 // UCX_POSIX_ERROR_HANDLING=n UCX_SYSV_ERROR_HANDLING=n keeps it on TCP anyway.
-detail::NodePeerWatch watch_node_for_shared_memory(MPI_Comm comm) {
-  detail::NodePeerWatch watch = detail::NodePeerWatch::open(comm);
+detail::NodePeerWatch watch_node_for_shared_memory(MPI_Comm comm, const detail::NodeMembers& node) {
+  detail::NodePeerWatch watch = detail::NodePeerWatch::open(comm, node);
   if (watch.watching()) {
     setenv("UCX_POSIX_ERROR_HANDLING", "y", 0);
     setenv("UCX_SYSV_ERROR_HANDLING", "y", 0);
@@ -232,7 +232,9 @@ bool ucx_env_off(const char* name) {
 }
 }  // namespace
 
-bool UcxTransport::use_node_shared_memory(MPI_Comm comm) { return watch_node_for_shared_memory(comm).watching(); }
+bool UcxTransport::use_node_shared_memory(MPI_Comm comm) {
+  return watch_node_for_shared_memory(comm, detail::find_node_members(comm)).watching();
+}
 
 StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   auto impl = std::make_unique<Impl>();
@@ -249,7 +251,8 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   //
   // Ranks on this node talk over shared memory where they can be watched for their
   // exit (use_node_shared_memory).
-  impl->node_watch = watch_node_for_shared_memory(impl->comm);
+  const detail::NodeMembers node = detail::find_node_members(impl->comm);
+  impl->node_watch = watch_node_for_shared_memory(impl->comm, node);
   // Kept off shared memory by the user: the node's traffic goes over TCP, where UCX
   // reports dead peers itself, and two reports would race.
   if (ucx_env_off("UCX_POSIX_ERROR_HANDLING") && ucx_env_off("UCX_SYSV_ERROR_HANDLING")) {
@@ -285,7 +288,7 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
   }
   if (rings_wanted) {
     std::string why;
-    impl->rings = detail::NodeRings::open(impl->comm, ring_bytes, impl->in_flight.get(), &why);
+    impl->rings = detail::NodeRings::open(impl->comm, node, ring_bytes, impl->in_flight.get(), &why);
     if (!impl->rings && !why.empty()) {
       std::fprintf(stderr, "brisk: rank %d: no shared-memory rings within the node (%s); UCX carries its messages\n",
                    impl->rank, why.c_str());
