@@ -471,7 +471,11 @@ std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>
             std::fprintf(stderr, "cluster_workloads: raw ucp_get_nbx read wrong bytes\n");
           }
           if (r > 0) reps.push_back(sizes[s] / (us_since(t0) * 1e3));
-          if (fresh) MPI_Barrier(MPI_COMM_WORLD);
+          if (fresh) {  // matches A's MPI_Ibarrier (a blocking barrier would not)
+            MPI_Request req;
+            MPI_Ibarrier(MPI_COMM_WORLD, &req);
+            MPI_Wait(&req, MPI_STATUS_IGNORE);
+          }
         }
         gbps[s] = median(reps);
       }
