@@ -201,6 +201,8 @@ struct Raw {
   std::vector<double> ucx_get_gbps;    // empty without UCX
   std::vector<double> ucx_get_fresh_gbps;  // as mpi_get_fresh, with ucp_get_nbx
   std::vector<double> ucx_get_read_gbps;   // as mpi_get_read, with ucp_get_nbx
+  std::vector<double> ucx_get_created_fresh_gbps;  // as mpi_get_created_fresh, with ucp_get_nbx
+  std::vector<double> ucx_get_created_read_gbps;   // as mpi_get_created_read, with ucp_get_nbx
   int cores_available = 0;             // distinct cores the ranks may use, summed over hosts
   std::string hosts_json = "[]";
 };
@@ -249,9 +251,20 @@ Summary raw_pingpong(int rank, int iterations) {
 // run on the project VM; a plain memcpy shows no such difference.
 class PageBuffer {
  public:
-  explicit PageBuffer(std::size_t bytes) : bytes_(bytes) {
+  // `shared`: memory mapped from a memfd, as brisk's node-shared arena is, instead
+  // of private anonymous memory.
+  explicit PageBuffer(std::size_t bytes, bool shared = false) : bytes_(bytes) {
     if (bytes_ == 0) return;
-    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* p = MAP_FAILED;
+    if (shared) {
+      const int fd = memfd_create("brisk-raw-buffer", MFD_CLOEXEC);
+      if (fd >= 0 && ftruncate(fd, static_cast<off_t>(bytes_)) == 0) {
+        p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      }
+      if (fd >= 0) close(fd);
+    } else {
+      p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    }
     if (p == MAP_FAILED) {
       std::fprintf(stderr, "cluster_workloads: cannot map %zu bytes\n", bytes_);
       MPI_Abort(MPI_COMM_WORLD, 2);
@@ -375,10 +388,10 @@ void ucx_wait(ucp_worker_h worker, ucs_status_ptr_t request, const char* what) {
 // The same reads as raw_mpi_get with ucp_get_nbx: a minimal context and worker per
 // rank, B's endpoint to A in peer error mode (as brisk's UcxTransport, so that both
 // use the same UCX transports), A's buffer mapped and its rkey sent over MPI. A
-// progresses its worker until B is done, as brisk's progress thread does. `fresh`
-// and `then_read` as for raw_mpi_get.
+// progresses its worker until B is done, as brisk's progress thread does. `fresh`,
+// `then_read` and `created` (A's buffer mapped from a memfd) as for raw_mpi_get.
 std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>& sizes, bool quick, bool fresh,
-                                bool then_read = false) {
+                                bool then_read = false, bool created = false) {
   std::vector<double> gbps(sizes.size(), NAN);
   const std::size_t largest = sizes.back();
   quiet_barrier();
@@ -399,7 +412,7 @@ std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>
     ucx_check(ucp_worker_create(context, &wp, &worker), "ucp_worker_create");
 
     if (rank == p.a) {
-      PageBuffer region(largest);
+      PageBuffer region(largest, created);
       ucp_mem_map_params_t mp{};
       mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
       mp.address = region.data();
@@ -758,10 +771,12 @@ void object_transfer_of(const Job& job) {
     // the same with ucp_get_nbx (whose window is always memory the holder mapped).
     const bool created = std::string_view(path) == "pulled" && after[p.a].arena_shared;
     const auto at = [s](const std::vector<double>& v) { return v.empty() ? NAN : v[s]; };
-    const char* like_name = ucx       ? (all ? "ucp_get_nbx_then_read" : "ucp_get_nbx_fresh")
+    const char* like_name = ucx ? (created ? (all ? "ucp_get_nbx_created_then_read" : "ucp_get_nbx_created_fresh")
+                                           : (all ? "ucp_get_nbx_then_read" : "ucp_get_nbx_fresh"))
                             : created ? (all ? "mpi_get_created_window_then_read" : "mpi_get_created_window_fresh")
                                       : (all ? "mpi_get_then_read" : "mpi_get_fresh");
-    const double like = ucx       ? (all ? at(job.raw.ucx_get_read_gbps) : at(job.raw.ucx_get_fresh_gbps))
+    const double like = ucx ? (created ? (all ? at(job.raw.ucx_get_created_read_gbps) : at(job.raw.ucx_get_created_fresh_gbps))
+                                       : (all ? at(job.raw.ucx_get_read_gbps) : at(job.raw.ucx_get_fresh_gbps)))
                         : created ? (all ? job.raw.mpi_get_created_read_gbps[s] : job.raw.mpi_get_created_fresh_gbps[s])
                                   : (all ? job.raw.mpi_get_read_gbps[s] : job.raw.mpi_get_fresh_gbps[s]);
     job.line("object_transfer")
@@ -785,7 +800,10 @@ void object_transfer_of(const Job& job) {
                         ",\"mpi_get_created_window_then_read\":" + number(job.raw.mpi_get_created_read_gbps[s]) +
                         ",\"ucp_get_nbx\":" + number(raw_ucx) +
                         ",\"ucp_get_nbx_fresh\":" + number(at(job.raw.ucx_get_fresh_gbps)) +
-                        ",\"ucp_get_nbx_then_read\":" + number(at(job.raw.ucx_get_read_gbps)) + ",\"unit\":\"GB/s\"}")
+                        ",\"ucp_get_nbx_then_read\":" + number(at(job.raw.ucx_get_read_gbps)) +
+                        ",\"ucp_get_nbx_created_fresh\":" + number(at(job.raw.ucx_get_created_fresh_gbps)) +
+                        ",\"ucp_get_nbx_created_then_read\":" + number(at(job.raw.ucx_get_created_read_gbps)) +
+                        ",\"unit\":\"GB/s\"}")
         .num("ratio_to_raw", gbps / (ucx ? raw_ucx : raw_mpi))
         .num("ratio_to_fresh_mpi_get", gbps / job.raw.mpi_get_fresh_gbps[s])
         .num("ratio_to_mpi_get_then_read", gbps / job.raw.mpi_get_read_gbps[s])
@@ -926,6 +944,8 @@ int main(int argc, char** argv) {
     job.raw.ucx_get_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, false);
     job.raw.ucx_get_fresh_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, true);
     job.raw.ucx_get_read_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, true, true);
+    job.raw.ucx_get_created_fresh_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, true, false, true);
+    job.raw.ucx_get_created_read_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, true, true, true);
 #endif
   }
   if (s.want("spill")) cores_available(rank, size, job.raw);
