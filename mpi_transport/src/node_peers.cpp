@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <random>
 #include <utility>
 
 namespace brisk::detail {
@@ -43,15 +44,18 @@ NodeMembers find_node_members(MPI_Comm comm) {
     std::int64_t rank;
     std::int64_t pid;
     std::uint64_t pidns;
+    std::uint64_t nonce;
   };
-  const Entry mine{rank, static_cast<std::int64_t>(::getpid()), pid_namespace()};
+  std::random_device random;
+  const std::uint64_t nonce = (static_cast<std::uint64_t>(random()) << 32) ^ random();
+  const Entry mine{rank, static_cast<std::int64_t>(::getpid()), pid_namespace(), nonce};
   std::vector<Entry> all(static_cast<std::size_t>(node_size));
   MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, node);
   MPI_Comm_free(&node);
 
   NodeMembers members;
   members.me = me;
-  for (const Entry& e : all) members.all.push_back({static_cast<int>(e.rank), static_cast<long>(e.pid), e.pidns});
+  for (const Entry& e : all) members.all.push_back({static_cast<int>(e.rank), static_cast<long>(e.pid), e.pidns, e.nonce});
   return members;
 }
 

@@ -22,6 +22,7 @@ struct NodeMember {
   int rank = -1;  // in comm
   long pid = 0;
   std::uint64_t pidns = 0;  // the pid namespace's identity (0: unknown)
+  std::uint64_t nonce = 0;  // random, drawn at start: names of this run's shared objects
 };
 struct NodeMembers {
   std::vector<NodeMember> all;  // this rank included

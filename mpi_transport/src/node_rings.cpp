@@ -63,7 +63,9 @@ void prefault(std::byte* p, std::size_t n) {
   *reinterpret_cast<volatile std::byte*>(p + n - 1) = std::byte{0};
 }
 
-std::string segment_name(long pid, int rank) { return fmt::format("/brisk-rings-{}-{}", pid, rank); }
+// The creator's pid and rank, and a random number drawn at its start: a name left by
+// a crashed run (whose pid came round again) is never this run's.
+std::string segment_name(const NodeMember& m) { return fmt::format("/brisk-rings-{}-{}-{:016x}", m.pid, m.rank, m.nonce); }
 
 }  // namespace
 
@@ -96,7 +98,7 @@ std::unique_ptr<NodeRings> NodeRings::open(MPI_Comm comm, const NodeMembers& nod
 
   // This rank's receive segment.
   std::string error;
-  const std::string name = segment_name(all[static_cast<std::size_t>(me)].pid, rank);
+  const std::string name = segment_name(all[static_cast<std::size_t>(me)]);
   int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) {
     error = fmt::format("shm_open {}: {}", name, std::strerror(errno));
@@ -128,7 +130,7 @@ std::unique_ptr<NodeRings> NodeRings::open(MPI_Comm comm, const NodeMembers& nod
     for (int i = 0; i < node_size && error.empty(); ++i) {
       if (i == me) continue;
       const NodeMember& e = all[static_cast<std::size_t>(i)];
-      const std::string peer = segment_name(e.pid, e.rank);
+      const std::string peer = segment_name(e);
       int pfd = ::shm_open(peer.c_str(), O_RDWR, 0);
       if (pfd < 0) {
         error = fmt::format("shm_open {} (rank {}'s): {}", peer, e.rank, std::strerror(errno));
