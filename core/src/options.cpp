@@ -227,6 +227,7 @@ std::optional<std::string> apply_resources(std::string_view v, Options& o) {
 }
 
 std::optional<std::string> apply_bind(std::string_view v, Options& o) { return apply_switch(v, o.bind); }
+std::optional<std::string> apply_keep_heap(std::string_view v, Options& o) { return apply_switch(v, o.keep_heap); }
 
 std::optional<std::string> apply_transport(std::string_view v, Options& o) {
   const std::string s = to_lower(trim(v));
@@ -347,7 +348,7 @@ std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
 }
 
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 31> kSpecs = {{
+constexpr std::array<OptionSpec, 32> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -379,6 +380,12 @@ constexpr std::array<OptionSpec, 31> kSpecs = {{
      apply_resources},
     {"brisk-bind", "BRISK_BIND", "on|off", "on", kBoolExpected,
      "Bind worker threads to cores of the rank's cpuset with hwloc.", apply_bind},
+    {"brisk-keep-heap", "BRISK_KEEP_HEAP", "on|off", "on", kBoolExpected,
+     "Keep freed heap memory for reuse (glibc: blocks up to 32 MiB from the heap, which "
+     "is trimmed only past 256 MiB free and grows 64 MiB at a time), so that bursts of "
+     "tasks do not fault the heap's pages in again; off, or a malloc setting in the "
+     "environment (MALLOC_*_, GLIBC_TUNABLES), leaves glibc's own.",
+     apply_keep_heap},
     {"brisk-transport", "BRISK_TRANSPORT", "mpi|ucx", "mpi", "expected one of mpi, ucx",
      "Transport between ranks: mpi = MPI messages and MPI_Get from one window per rank "
      "(fastest here); ucx = UCX active messages and ucp_get_nbx, which reports dead ranks.",

@@ -53,6 +53,7 @@ TEST(OptionsTest, DefaultsWithNoFlagsAndNoEnvironment) {
   EXPECT_EQ(o.timeline, "");
   EXPECT_TRUE(o.resources.empty());
   EXPECT_TRUE(o.bind);
+  EXPECT_TRUE(o.keep_heap);
   EXPECT_FALSE(parsed->help_requested);
   EXPECT_EQ(parsed->program_args, std::vector<std::string>{"prog"});
 }
@@ -141,10 +142,13 @@ TEST(OptionsTest, EventsAndBindAcceptEveryBoolSpelling) {
   }
   for (const char* off : {"off", "false", "0", "no", "OFF"}) {
     SCOPED_TRACE(off);
-    const Options o = parse_ok({std::string("--brisk-events=") + off, "--brisk-bind", off});
+    const Options o = parse_ok({std::string("--brisk-events=") + off, "--brisk-bind", off},
+                               {{"BRISK_KEEP_HEAP", off}});
     EXPECT_FALSE(o.events);
     EXPECT_FALSE(o.bind);
+    EXPECT_FALSE(o.keep_heap);
   }
+  EXPECT_CONTAINS(parse_error({"--brisk-keep-heap=sometimes"}), "--brisk-keep-heap");
   std::string m = parse_error({"--brisk-events=maybe"});
   EXPECT_CONTAINS(m, "'maybe'");
   EXPECT_CONTAINS(m, "--brisk-events");

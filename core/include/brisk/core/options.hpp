@@ -75,6 +75,9 @@ struct Options {
   std::map<std::string, double> resources;
   // --brisk-bind / BRISK_BIND: bind worker threads to cores with hwloc.
   bool bind = true;
+  // --brisk-keep-heap / BRISK_KEEP_HEAP: glibc keeps freed heap memory for reuse
+  // (brisk::run sets its thresholds, unless the environment tunes malloc itself).
+  bool keep_heap = true;
   // --brisk-transport / BRISK_TRANSPORT: mpi | ucx (see docs/BENCHMARKS.md for
   // why mpi is the default).
   TransportKind transport = TransportKind::kMpi;
