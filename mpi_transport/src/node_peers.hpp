@@ -29,7 +29,7 @@ struct NodeMembers {
   int me = 0;                   // this rank's index in `all`
 };
 // Collective over `comm`: splits it by node (MPI_COMM_TYPE_SHARED) and gathers each
-// member's rank and pid.
+// member's rank, pid, pid namespace and nonce.
 NodeMembers find_node_members(MPI_Comm comm);
 
 class NodePeerWatch {

@@ -71,8 +71,7 @@ std::string segment_name(const NodeMember& m) { return fmt::format("/brisk-rings
 
 std::unique_ptr<NodeRings> NodeRings::open(MPI_Comm comm, const NodeMembers& node, std::size_t ring_bytes,
                                            PeerCounts* in_flight, std::string* why) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
+  int size = 1;
   MPI_Comm_size(comm, &size);
   const int node_size = static_cast<int>(node.all.size());
   const int me = node.me;

@@ -42,13 +42,13 @@ class NodeRings {
   using Deliver = std::function<void(int from, std::span<const std::byte> message)>;
 
   // Collective over `comm` (whose ranks name the peers); `node` lists its ranks on
-  // this node (find_node_members). Returns null on every rank
-  // unless every rank could create its segment and map its node's others; `why`
-  // then says what failed here (empty where another rank failed). `ring_bytes` is
-  // each ring's size (0: 1 MiB, less on nodes with many ranks; rounded to a power
-  // of two). `in_flight` counts the messages not yet wholly in their ring, per peer.
-  static std::unique_ptr<NodeRings> open(MPI_Comm comm, const NodeMembers& node, std::size_t ring_bytes, PeerCounts* in_flight,
-                                         std::string* why);
+  // this node (find_node_members). Returns null on every rank unless every rank
+  // could create its segment and map its node's others; `why` then says what failed
+  // here (empty where another rank failed). `ring_bytes` is each ring's size (0:
+  // 1 MiB, less on nodes with many ranks; rounded to a power of two). `in_flight`
+  // counts the messages not yet wholly in their ring, per peer.
+  static std::unique_ptr<NodeRings> open(MPI_Comm comm, const NodeMembers& node, std::size_t ring_bytes,
+                                         PeerCounts* in_flight, std::string* why);
   ~NodeRings();
   NodeRings(const NodeRings&) = delete;
   NodeRings& operator=(const NodeRings&) = delete;
