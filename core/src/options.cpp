@@ -380,7 +380,7 @@ constexpr std::array<OptionSpec, 32> kSpecs = {{
      apply_resources},
     {"brisk-bind", "BRISK_BIND", "on|off", "on", kBoolExpected,
      "Bind worker threads to cores of the rank's cpuset with hwloc.", apply_bind},
-    {"brisk-keep-heap", "BRISK_KEEP_HEAP", "on|off", "on", kBoolExpected,
+    {"brisk-keep-heap", "BRISK_KEEP_HEAP", "on|off", "off", kBoolExpected,
      "Keep freed heap memory for reuse (glibc: blocks up to 32 MiB from the heap, which "
      "is trimmed only past 256 MiB free and grows 64 MiB at a time), so that bursts of "
      "tasks do not fault the heap's pages in again; off, or a malloc setting in the "

@@ -59,8 +59,9 @@ bool malloc_tuned_by_environment() {
 // are freed) with fresh mmaps. Every task, record and message is a few allocations:
 // a burst of them grows the heap, the drain after it gives the memory back, and the
 // next burst faults every page in again (4 KiB at a time, some 11 us each on the VMs
-// here). Kept instead: `throughput` at np 2 over mpi went from 336-474 k to 495-502 k
-// tasks/s (docs/BENCHMARKS.md, "Keeping freed heap memory").
+// here). Kept instead (--brisk-keep-heap=on): `throughput` at np 2 over mpi went from
+// 336-474 k to 495-502 k tasks/s, but physbam_like ran some 4 % slower, so it is off
+// by default (docs/BENCHMARKS.md, "Keeping freed heap memory").
 void keep_heap() {
   mallopt(M_MMAP_THRESHOLD, 32 << 20);   // glibc's own ceiling for the sliding threshold
   mallopt(M_TRIM_THRESHOLD, 256 << 20);  // give back only past 256 MiB free at the top

@@ -53,7 +53,7 @@ TEST(OptionsTest, DefaultsWithNoFlagsAndNoEnvironment) {
   EXPECT_EQ(o.timeline, "");
   EXPECT_TRUE(o.resources.empty());
   EXPECT_TRUE(o.bind);
-  EXPECT_TRUE(o.keep_heap);
+  EXPECT_FALSE(o.keep_heap);
   EXPECT_FALSE(parsed->help_requested);
   EXPECT_EQ(parsed->program_args, std::vector<std::string>{"prog"});
 }
@@ -136,9 +136,11 @@ TEST(OptionsTest, EventsAndBindAcceptEveryBoolSpelling) {
   for (const char* on : {"on", "true", "1", "yes", "ON", "Yes"}) {
     SCOPED_TRACE(on);
     const Options o =
-        parse_ok({std::string("--brisk-events=") + on, "--brisk-bind", on}, {{"BRISK_EVENTS", "off"}});
+        parse_ok({std::string("--brisk-events=") + on, "--brisk-bind", on, std::string("--brisk-keep-heap=") + on},
+                 {{"BRISK_EVENTS", "off"}, {"BRISK_KEEP_HEAP", "off"}});
     EXPECT_TRUE(o.events);
     EXPECT_TRUE(o.bind);
+    EXPECT_TRUE(o.keep_heap);
   }
   for (const char* off : {"off", "false", "0", "no", "OFF"}) {
     SCOPED_TRACE(off);

@@ -77,7 +77,9 @@ struct Options {
   bool bind = true;
   // --brisk-keep-heap / BRISK_KEEP_HEAP: glibc keeps freed heap memory for reuse
   // (brisk::run sets its thresholds, unless the environment tunes malloc itself).
-  bool keep_heap = true;
+  // Off by default: it raised task throughput but slowed physbam_like by some 4 %
+  // (docs/BENCHMARKS.md, "Keeping freed heap memory").
+  bool keep_heap = false;
   // --brisk-transport / BRISK_TRANSPORT: mpi | ucx (see docs/BENCHMARKS.md for
   // why mpi is the default).
   TransportKind transport = TransportKind::kMpi;
