@@ -299,20 +299,9 @@ std::vector<double> raw_mpi_get(int rank, Pair p, const std::vector<std::size_t>
   PageBuffer dst(rank == p.b ? largest : 0);
   void* base = nullptr;
   MPI_Win win;
-  int fd = -1;
+  PageBuffer region(created && rank == p.a ? largest : 0, /*shared=*/true);
   if (created) {
-    if (rank == p.a) {
-      fd = memfd_create("brisk-raw-window", MFD_CLOEXEC);
-      if (fd < 0 || ftruncate(fd, static_cast<off_t>(largest)) != 0) {
-        std::fprintf(stderr, "cluster_workloads: cannot make a memfd of %zu bytes: %s\n", largest, std::strerror(errno));
-        MPI_Abort(MPI_COMM_WORLD, 2);
-      }
-      base = mmap(nullptr, largest, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-      if (base == MAP_FAILED) {
-        std::fprintf(stderr, "cluster_workloads: cannot map the memfd: %s\n", std::strerror(errno));
-        MPI_Abort(MPI_COMM_WORLD, 2);
-      }
-    }
+    base = region.data();
     MPI_Win_create(base, static_cast<MPI_Aint>(rank == p.a ? largest : 0), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
   } else {
     MPI_Win_allocate(static_cast<MPI_Aint>(rank == p.a ? largest : 0), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
@@ -358,10 +347,6 @@ std::vector<double> raw_mpi_get(int rank, Pair p, const std::vector<std::size_t>
   quiet_barrier(rank != p.a);  // A's progress may be needed for B's gets (e.g. osc/pt2pt)
   MPI_Win_unlock_all(win);
   MPI_Win_free(&win);
-  if (fd >= 0) {
-    munmap(base, largest);
-    close(fd);
-  }
   MPI_Bcast(gbps.data(), static_cast<int>(gbps.size()), MPI_DOUBLE, p.b, MPI_COMM_WORLD);
   return gbps;
 }

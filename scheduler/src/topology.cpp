@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <memory>
@@ -54,10 +55,11 @@ std::string list_string(hwloc_const_bitmap_t set) {
 
 std::string errno_text(int err) { return std::error_code(err, std::generic_category()).message(); }
 
-// The number of devices CUDA_VISIBLE_DEVICES lets CUDA see, or -1 when it is unset.
-// CUDA stops at the first entry that is not a device (an empty or negative one), so
-// "0,-1,1" shows one device; entries may also be UUIDs ("GPU-...", "MIG-...").
-[[maybe_unused]] int cuda_visible_device_limit() {
+// The number of devices CUDA_VISIBLE_DEVICES lets CUDA see of `present`, or -1 when
+// it is unset. CUDA stops at the first entry that is not a device (an empty or
+// negative one, or an index past the last device), so "0,-1,1" shows one device, and
+// "1" none on a machine with one; entries may also be UUIDs ("GPU-...", "MIG-...").
+[[maybe_unused]] int cuda_visible_device_limit(int present) {
   const char* value = std::getenv("CUDA_VISIBLE_DEVICES");
   if (value == nullptr) return -1;
   const std::string_view all(value);
@@ -69,6 +71,7 @@ std::string errno_text(int err) { return std::error_code(err, std::generic_categ
     while (!entry.empty() && entry.front() == ' ') entry.remove_prefix(1);
     while (!entry.empty() && entry.back() == ' ') entry.remove_suffix(1);
     if (entry.empty() || entry.front() == '-') break;
+    if (std::isdigit(static_cast<unsigned char>(entry.front())) && std::atol(std::string(entry).c_str()) >= present) break;
     ++count;
     pos = comma + 1;
   }
@@ -96,7 +99,7 @@ int count_gpus([[maybe_unused]] hwloc_topology_t topo) {
       ++n;
     }
   }
-  const int limit = cuda_visible_device_limit();
+  const int limit = cuda_visible_device_limit(n);
   return limit >= 0 && limit < n ? limit : n;
 #endif
 }

@@ -433,6 +433,48 @@ TEST(Cluster, ControlStateHoldsNodesFunctionsLineageAndLocations) {
       << "forgotten once freed";
 }
 
+// Submits `n` tasks that each need one GPU and returns the ranks they ran on.
+std::vector<int> gpu_tasks(int n) {
+  std::vector<brisk::Ref<int>> kids;
+  for (int i = 0; i < n; ++i) kids.push_back(brisk::task(whoami).resources({{"GPU", 1}}).remote());
+  return brisk::get(kids);
+}
+BRISK_REMOTE(gpu_tasks);
+
+// --gpus-on-rank0-only: main() hides every GPU from the ranks but 0
+// (CUDA_VISIBLE_DEVICES="" before they start).
+bool g_gpus_on_rank0_only = false;
+
+// The GPUs each rank counts (hwloc's PCI devices, or CUDA where brisk is built with
+// it, within CUDA_VISIBLE_DEVICES) are a resource of its node: a task that needs one
+// runs on a rank that has one, wherever it was submitted. Skipped where no rank sees
+// a GPU.
+TEST(Cluster, TasksNeedingAGpuRunWhereTheGpusAre) {
+  std::vector<double> gpus(static_cast<std::size_t>(ranks()), -1);
+  ASSERT_TRUE(shard_eventually([&](const brisk::ControlShard& s) {
+    for (int r = 0; r < ranks(); ++r) {
+      const brisk::NodeStatus* node = s.node(brisk::Rank{r});
+      if (node == nullptr) return false;
+      const auto gpu = node->total.find("GPU");
+      gpus[static_cast<std::size_t>(r)] = gpu == node->total.end() ? 0 : gpu->second;
+    }
+    return true;
+  })) << "every rank's resources in the control state";
+  if (g_gpus_on_rank0_only) {
+    for (int r = 1; r < ranks(); ++r) EXPECT_EQ(gpus[static_cast<std::size_t>(r)], 0) << "rank " << r;
+  }
+  if (std::accumulate(gpus.begin(), gpus.end(), 0.0) == 0) GTEST_SKIP() << "no rank sees a GPU";
+  std::vector<brisk::Ref<std::vector<int>>> from;
+  for (int r = 0; r < ranks(); ++r) from.push_back(brisk::task(gpu_tasks).resources(on(r)).remote(6));
+  for (int r = 0; r < ranks(); ++r) {
+    for (int where : brisk::get(from[static_cast<std::size_t>(r)])) {
+      ASSERT_GE(where, 0);
+      ASSERT_LT(where, ranks());
+      EXPECT_GE(gpus[static_cast<std::size_t>(where)], 1) << "submitted on rank " << r << ", ran on rank " << where;
+    }
+  }
+}
+
 int spin_ms(int ms) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
   while (std::chrono::steady_clock::now() < until) {
@@ -529,10 +571,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a.rfind("--stall-ms=", 0) == 0) g_stall_ms = std::atoi(argv[i] + 11);
+    if (a == "--gpus-on-rank0-only") g_gpus_on_rank0_only = true;
   }
   // A function registered on rank 0 only, as if the ranks ran different binaries.
   const char* rank_env = std::getenv("OMPI_COMM_WORLD_RANK");
   if (!rank_env) rank_env = std::getenv("PMIX_RANK");
+  if (g_gpus_on_rank0_only && (!rank_env || std::string(rank_env) != "0")) ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
   if (rank_env && std::string(rank_env) == "0") {
     brisk::detail::register_function("only_on_rank0", brisk::detail::function_address(&only_on_rank0),
                                       brisk::detail::decoder_for<int, int>());

@@ -225,8 +225,11 @@ TEST(TopologyTest, CudaVisibleDevicesLimitsTheCount) {
   ASSERT_LT(all, 99);
   EXPECT_EQ(run_probe("gpus", "0", false), std::min(all, 1));
   EXPECT_EQ(run_probe("gpus", "0,1", false), std::min(all, 2));
-  // CUDA stops at the first negative index.
+  // CUDA stops at the first negative index, and at an index past the last device.
   EXPECT_EQ(run_probe("gpus", "0,-1,1", false), std::min(all, 1));
+  const std::string past_the_last = std::to_string(all);
+  EXPECT_EQ(run_probe("gpus", past_the_last.c_str(), false), 0);
+  EXPECT_EQ(run_probe("gpus", ("0," + past_the_last).c_str(), false), std::min(all, 1));
 }
 
 TEST(TopologyTest, MovesKeepTheSnapshot) {

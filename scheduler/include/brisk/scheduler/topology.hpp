@@ -53,8 +53,9 @@ class Topology {
   int numa_node() const;
   // GPUs usable by this process. With CUDA support compiled in
   // (BRISK_HAVE_CUDA), cudaGetDeviceCount (0 on error). Otherwise the NVIDIA
-  // display/3D controllers on the PCI bus, limited to the number of entries in
-  // CUDA_VISIBLE_DEVICES when it is set ("" or "-1" mean none).
+  // display/3D controllers on the PCI bus, limited as CUDA would limit them by
+  // CUDA_VISIBLE_DEVICES when it is set: entries up to the first empty or negative
+  // one or index past the last device ("", "-1" and, with one GPU, "1" mean none).
   int num_gpus() const;
   // This machine's host name.
   std::string hostname() const;
