@@ -229,6 +229,12 @@ std::optional<std::string> apply_resources(std::string_view v, Options& o) {
 std::optional<std::string> apply_bind(std::string_view v, Options& o) { return apply_switch(v, o.bind); }
 std::optional<std::string> apply_keep_heap(std::string_view v, Options& o) { return apply_switch(v, o.keep_heap); }
 
+#if BRISK_DEFAULT_TRANSPORT_UCX
+constexpr const char* kDefaultTransport = "ucx";
+#else
+constexpr const char* kDefaultTransport = "mpi";
+#endif
+
 std::optional<std::string> apply_transport(std::string_view v, Options& o) {
   const std::string s = to_lower(trim(v));
   if (s == "mpi") {
@@ -386,9 +392,10 @@ constexpr std::array<OptionSpec, 32> kSpecs = {{
      "tasks do not fault the heap's pages in again; off, or a malloc setting in the "
      "environment (MALLOC_*_, GLIBC_TUNABLES), leaves glibc's own.",
      apply_keep_heap},
-    {"brisk-transport", "BRISK_TRANSPORT", "mpi|ucx", "mpi", "expected one of mpi, ucx",
-     "Transport between ranks: mpi = MPI messages and MPI_Get from one window per rank "
-     "(fastest here); ucx = UCX active messages and ucp_get_nbx, which reports dead ranks.",
+    {"brisk-transport", "BRISK_TRANSPORT", "mpi|ucx", kDefaultTransport, "expected one of mpi, ucx",
+     "Transport between ranks: ucx = UCX active messages and ucp_get_nbx, which reports "
+     "dead ranks (the default where brisk is built with UCX); mpi = MPI messages and "
+     "MPI_Get from one window per rank.",
      apply_transport},
     {"brisk-shards", "BRISK_SHARDS", "N", "0", "expected an integer from 0 to 1048576",
      "Control-state shards, spread over the ranks; 0 = one per 16 ranks (at least one).",
@@ -662,6 +669,10 @@ StatusOr<ParsedOptions> parse_options(int argc, const char* const* argv,
     }
   }
   return parsed;
+}
+
+TransportKind default_transport() noexcept {
+  return BRISK_DEFAULT_TRANSPORT_UCX ? TransportKind::kUcx : TransportKind::kMpi;
 }
 
 std::string options_help() {

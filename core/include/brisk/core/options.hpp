@@ -33,6 +33,10 @@ enum class TransportKind {
   kUcx,  // "ucx": UCX active messages and ucp_get_nbx; reports dead peers.
 };
 
+// The transport without --brisk-transport / BRISK_TRANSPORT: ucx where brisk is
+// built with UCX, mpi otherwise (docs/BENCHMARKS.md, "Default transport").
+TransportKind default_transport() noexcept;
+
 // How the ranks of one node share their arenas (the memory objects are read from).
 enum class NodeShm {
   kOn,        // "on": shared memory, mapped read-only by the node's other ranks.
@@ -80,9 +84,8 @@ struct Options {
   // Off by default: it raised task throughput but slowed physbam_like by some 4 %
   // (docs/BENCHMARKS.md, "Keeping freed heap memory").
   bool keep_heap = false;
-  // --brisk-transport / BRISK_TRANSPORT: mpi | ucx (see docs/BENCHMARKS.md for
-  // why mpi is the default).
-  TransportKind transport = TransportKind::kMpi;
+  // --brisk-transport / BRISK_TRANSPORT: mpi | ucx.
+  TransportKind transport = default_transport();
   // --brisk-shards / BRISK_SHARDS: control-state shards; 0 = one per 16 ranks.
   int shards = 0;
   // --brisk-schedulers / BRISK_SCHEDULERS: global schedulers; 0 = one per 32 ranks.
