@@ -47,6 +47,7 @@
 
 #include "brisk/brisk.hpp"
 #include "brisk/core/detail/context.hpp"
+#include "brisk/core/options.hpp"
 #include "brisk/runtime/cluster.hpp"
 #if BRISK_HAVE_UCX
 #include <ucp/api/ucp.h>
@@ -69,7 +70,8 @@ struct Settings {
   bool read_bytes = true;  // object_transfer: the reading task reads every byte (else only the size)
   bool quick = false;
   bool help = false;  // --brisk-help: brisk::run prints the options; nothing is measured
-  std::string transport = "mpi";  // as brisk reads it: the flag, else BRISK_TRANSPORT
+  // As brisk reads it: the flag, else BRISK_TRANSPORT, else brisk's default.
+  std::string transport = brisk::default_transport() == brisk::TransportKind::kUcx ? "ucx" : "mpi";
   bool want(const char* name) const { return !help && (only.empty() || only == name); }
 };
 
