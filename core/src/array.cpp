@@ -16,7 +16,6 @@ namespace {
 
 constexpr std::size_t kHuge = std::size_t{2} << 20;
 constexpr std::size_t kCached = std::size_t{256} << 10;  // blocks this large are cached
-constexpr std::size_t kCacheLimit = std::size_t{512} << 20;
 
 struct Cache {
   std::mutex mutex;
@@ -103,6 +102,7 @@ void* array_allocate(std::size_t bytes) {
       void* p = it->second.back();
       it->second.pop_back();
       c.bytes -= size;
+      serial::release_kept_bytes(size);
       return p;
     }
   }
@@ -121,12 +121,13 @@ void array_free(void* p, std::size_t bytes) noexcept {
     const std::size_t size = rounded(bytes);
     Cache& c = cache();
     std::lock_guard lock(c.mutex);
-    if (c.bytes + size <= kCacheLimit) {
+    if (serial::reserve_kept_bytes(size)) {
       try {
         c.free[size].push_back(p);
         c.bytes += size;
         return;
       } catch (...) {
+        serial::release_kept_bytes(size);
       }
     }
   }

@@ -105,5 +105,31 @@ TEST(Array, ABorrowedViewReadsMemoryItDoesNotOwnAndFreesNothing) {
   EXPECT_FALSE(detail::array_memory_is_shared(own.data()));
 }
 
+// A large std::vector object, once freed, leaves its storage for the next one that
+// a pull fills (the store's objects, not the program's own vectors).
+TEST(Array, AFreedVectorObjectLeavesItsStorageToTheNextPull) {
+  struct Tag {
+    std::uint32_t x;  // an element type of this test's own: no other spares
+  };
+  auto& spares = detail::serial::SpareVectors<Tag>::instance();
+  const std::size_t n = std::size_t{1} << 18;  // 1 MiB
+  const Tag* storage = nullptr;
+  {
+    detail::TypedObject<std::vector<Tag>> made{ObjectId{}};
+    made.complete(std::vector<Tag>(n, Tag{3}));
+    storage = made.value().data();
+  }
+  ASSERT_EQ(spares.count(), 1u);
+  std::vector<Tag> bytes(n, Tag{9});
+  detail::TypedObject<std::vector<Tag>> pulled{ObjectId{}};
+  ASSERT_TRUE(pulled.copy_raw(reinterpret_cast<const std::byte*>(bytes.data()), n * sizeof(Tag), n));
+  EXPECT_EQ(pulled.value().data(), storage);
+  EXPECT_EQ(pulled.value().size(), n);
+  EXPECT_EQ(pulled.value()[n - 1].x, 9u);
+  EXPECT_EQ(spares.count(), 0u);
+  pulled.abort_fetch();  // never committed: destroyed as it is, not kept
+  EXPECT_EQ(spares.count(), 0u);
+}
+
 }  // namespace
 }  // namespace brisk

@@ -580,6 +580,59 @@ TEST(SerializeTest, LargeBitwiseVectorsLoadIntoAnyTarget) {
   EXPECT_EQ(brisk::from_bytes<std::vector<std::uint8_t>>(brisk::to_bytes(raw)), raw);
 }
 
+// The storage of a freed large vector is kept and filled by the next load of about
+// its size; one much larger, or one too small to keep, is not.
+TEST(SerializeTest, SpareVectorStorageIsReusedByTheNextLoadOfItsSize) {
+  namespace serial = brisk::detail::serial;
+  struct Tag {
+    std::uint64_t a, b;  // an element type of this test's own: no other spares
+  };
+  auto& spares = serial::SpareVectors<Tag>::instance();
+  const std::size_t n = serial::kSpareVectorBytes / sizeof(Tag) * 2;  // 512 KiB
+  std::vector<Tag> freed(n, Tag{1, 2});
+  const Tag* storage = freed.data();
+  spares.give(freed);
+  EXPECT_TRUE(freed.empty());
+  ASSERT_EQ(spares.count(), 1u);
+
+  std::vector<Tag> sent(n - 10, Tag{3, 4});
+  brisk::Reader r(brisk::to_bytes(sent));
+  std::vector<Tag> into;
+  r(into);
+  EXPECT_EQ(into.data(), storage);  // the spare's storage, its pages in memory
+  ASSERT_EQ(into.size(), sent.size());
+  EXPECT_EQ(into.back().b, 4u);
+  EXPECT_EQ(spares.count(), 0u);
+
+  spares.give(into);
+  EXPECT_EQ(spares.take(2 * n).capacity(), 0u);  // more than a quarter larger: no
+  EXPECT_EQ(spares.take(n / 2).capacity(), 0u);  // more than a quarter smaller: no
+  EXPECT_GE(spares.take(n).capacity(), n);
+  std::vector<Tag> small(serial::kSpareVectorBytes / sizeof(Tag) / 2);
+  spares.give(small);  // too small to keep
+  EXPECT_EQ(spares.count(), 0u);
+  EXPECT_FALSE(small.empty());
+}
+
+// Spare vectors and Array's cache of blocks share one bound.
+TEST(SerializeTest, KeptBytesAreBounded) {
+  namespace serial = brisk::detail::serial;
+  ASSERT_TRUE(serial::reserve_kept_bytes(0));
+  EXPECT_FALSE(serial::reserve_kept_bytes(serial::kKeptBytesLimit + 1));
+  std::size_t claimed = 0;
+  while (claimed < serial::kKeptBytesLimit && serial::reserve_kept_bytes(std::size_t{1} << 20)) claimed += std::size_t{1} << 20;
+  EXPECT_FALSE(serial::reserve_kept_bytes(std::size_t{1} << 20));
+  struct Tag {
+    std::uint64_t a;
+  };
+  std::vector<Tag> v(serial::kSpareVectorBytes);  // past the bound: not kept
+  serial::SpareVectors<Tag>::instance().give(v);
+  EXPECT_EQ(serial::SpareVectors<Tag>::instance().count(), 0u);
+  serial::release_kept_bytes(claimed);
+  EXPECT_TRUE(serial::reserve_kept_bytes(std::size_t{1} << 20));
+  serial::release_kept_bytes(std::size_t{1} << 20);
+}
+
 TEST(SerializeTest, WriterTakeReserveAndReuse) {
   brisk::Writer w;
   w.reserve(1024);

@@ -39,8 +39,9 @@ namespace brisk {
 namespace detail {
 // Storage for Array: 64-byte aligned; blocks of 2 MiB and more are backed by
 // transparent huge pages. Blocks of 256 KiB and more, when freed, are kept in a
-// bounded per-process cache (512 MiB) from which an allocation of the same rounded
-// size is served with its pages already in memory. Thread-safe. Throws
+// per-process cache from which an allocation of the same rounded size is served with
+// its pages already in memory (bounded with spare vectors' storage:
+// serial::kKeptBytesLimit, 512 MiB). Thread-safe. Throws
 // std::bad_alloc.
 void* array_allocate(std::size_t bytes);
 void array_free(void* p, std::size_t bytes) noexcept;

@@ -66,6 +66,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <span>
@@ -525,12 +526,90 @@ class BitwiseIterator {
 void advise_huge_pages(void* p, std::size_t bytes) noexcept;
 inline constexpr std::size_t kHugePageHintBytes = std::size_t{4} << 20;
 
-// Gives vector `v`, when it cannot hold `n` elements and they take at least
-// kHugePageHintBytes, fresh storage for them, hinted before anything touches it.
+// Freed storage that this process keeps for reuse (Array's cache of blocks, spare
+// vectors) shares one bound, kKeptBytesLimit: reserve_kept_bytes claims `bytes` of it
+// (false where that would pass the bound), release_kept_bytes gives them back.
+// Thread-safe.
+inline constexpr std::size_t kKeptBytesLimit = std::size_t{512} << 20;
+bool reserve_kept_bytes(std::size_t bytes) noexcept;
+void release_kept_bytes(std::size_t bytes) noexcept;
+
+// The storage of freed std::vector<E> objects of at least kSpareVectorBytes, kept
+// for the next vector of about that size that a pull or a load fills (E bitwise):
+// its pages are in memory already. A fresh vector faults in every page when first
+// written, and the kernel zeroes each page first; on the project's VMs, whose host
+// takes freed memory back, a 256 MiB vector filled in fresh memory took 4-5 times
+// as long as in reused memory (docs/BENCHMARKS.md). Bounded by kKeptBytesLimit,
+// shared with Array's cache. Thread-safe; never destroyed (vectors may be freed
+// during exit).
+inline constexpr std::size_t kSpareVectorBytes = std::size_t{256} << 10;
+template <class E>
+class SpareVectors {
+ public:
+  static SpareVectors& instance() {
+    static auto* spares = new SpareVectors;
+    return *spares;
+  }
+  // An empty vector whose capacity holds `n` elements and at most a quarter more,
+  // or an empty vector without storage where no spare fits.
+  std::vector<E> take(std::size_t n) {
+    std::vector<E> v;
+    {
+      std::lock_guard lock(mutex_);
+      auto it = spares_.lower_bound(n);
+      if (it == spares_.end() || it->first - n > n / 4) return v;
+      v = std::move(it->second);
+      spares_.erase(it);
+    }
+    release_kept_bytes(v.capacity() * sizeof(E));
+    return v;
+  }
+  // Keeps the storage of `v` (left empty either way) where it is large enough and
+  // the bound allows.
+  void give(std::vector<E>& v) noexcept {
+    const std::size_t bytes = v.capacity() * sizeof(E);
+    if (bytes < kSpareVectorBytes || !reserve_kept_bytes(bytes)) return;
+    v.clear();
+    try {
+      std::lock_guard lock(mutex_);
+      spares_.emplace(v.capacity(), std::move(v));
+    } catch (...) {
+      release_kept_bytes(bytes);
+    }
+  }
+  std::size_t count() {
+    std::lock_guard lock(mutex_);
+    return spares_.size();
+  }
+
+ private:
+  SpareVectors() = default;
+  std::mutex mutex_;
+  std::multimap<std::size_t, std::vector<E>> spares_;  // capacity -> empty vector
+};
+
+// Vectors whose storage SpareVectors keeps: std::vector<E> of bitwise elements.
+template <class V>
+inline constexpr bool kSpareVector = false;
+template <class E>
+inline constexpr bool kSpareVector<std::vector<E>> = !std::is_same_v<E, bool> && std::is_trivially_copyable_v<E>;
+
+// Gives vector `v`, when it cannot hold `n` elements, storage for them before anything
+// touches it: a spare vector's where one fits (kSpareVector), else, from
+// kHugePageHintBytes, fresh storage hinted for huge pages.
 template <class V>
 void reserve_hinted(V& v, std::size_t n) {
   const std::size_t bytes = n * sizeof(typename V::value_type);
-  if (bytes < kHugePageHintBytes || v.capacity() >= n) return;
+  if (v.capacity() >= n) return;
+  if constexpr (kSpareVector<V>) {
+    if (bytes >= kSpareVectorBytes) {
+      if (V spare = SpareVectors<typename V::value_type>::instance().take(n); spare.capacity()) {
+        v.swap(spare);
+        return;
+      }
+    }
+  }
+  if (bytes < kHugePageHintBytes) return;
   V(v.get_allocator()).swap(v);
   v.reserve(n);
   advise_huge_pages(v.data(), bytes);

@@ -214,7 +214,10 @@ class TypedObject final : public ObjectState {
  public:
   using ObjectState::ObjectState;
   ~TypedObject() override {
-    if (residency() == Residency::kMemory) destroy_value();
+    if (residency() != Residency::kMemory) return;
+    // A large vector's storage is kept for the next one a pull or a load fills.
+    if constexpr (serial::kSpareVector<T>) serial::SpareVectors<typename T::value_type>::instance().give(value());
+    destroy_value();
   }
 
   // Constructs the value in place and completes the object.
@@ -294,8 +297,9 @@ class TypedObject final : public ObjectState {
         ::new (static_cast<void*>(&storage_)) T(T::for_overwrite(count));
         if (length) std::memcpy(static_cast<void*>(value().data()), data, length);
       } else if constexpr (requires(T& t) { t.reserve(count); }) {
-        // A large vector: storage hinted for huge pages before the copy first touches
-        // it (one page fault per 2 MiB instead of per 4 KiB).
+        // A large vector: a spare vector's storage, or fresh storage hinted for huge
+        // pages before the copy first touches it (one page fault per 2 MiB instead of
+        // per 4 KiB).
         const E* first = reinterpret_cast<const E*>(data);
         T fresh;
         serial::reserve_hinted(fresh, count);
