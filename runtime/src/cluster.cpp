@@ -220,7 +220,9 @@ Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, 
   keep_specs_ = std::string_view(transport_.name()) == "ucx";
   for (int r = 0; r < size_; ++r) {
     const auto i = static_cast<std::size_t>(r);
-    node_peers_ += r != self_.value && i < config_.peer_arenas.size() && !config_.peer_arenas[i].empty();
+    const bool mapped = r != self_.value && i < config_.peer_arenas.size() && !config_.peer_arenas[i].empty();
+    node_peers_ += mapped;
+    peer_pages_.push_back(mapped ? std::make_unique<PeerArenaPages>(config_.peer_arenas[i]) : nullptr);
   }
   readers_need_progress_ = node_peers_ + 1 < static_cast<std::size_t>(size_);
   transport_.set_failure_handler([this](Rank peer, const Status& why) { on_rank_lost(peer, why); });
@@ -2343,6 +2345,7 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
     // this one, proxy or owner, keeps it until then).
     const bool shared = holder != self_;
     if (shared) fetched_shared_.fetch_add(1, std::memory_order_relaxed);
+    PeerArenaPages* pages = shared ? peer_pages_[static_cast<std::size_t>(holder.value)].get() : nullptr;
     Status st;
     try {
       if (copy.raw) {
@@ -2354,6 +2357,7 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
           // One copy, into private memory (huge pages, cache), with no zero-fill
           // before it where the type allows.
           detail::PrivateArrays private_arrays;
+          if (pages) pages->prepare_read(src, copy.length);
           if (!o->copy_raw(src, copy.length, copy.count)) {
             std::byte* dst = o->prepare_raw(copy.length, copy.count);
             if (copy.length) std::memcpy(dst, src, copy.length);
@@ -2361,6 +2365,7 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
         }
         o->commit_fetched();
       } else {
+        if (pages) pages->prepare_read(src, copy.length);
         Reader r(std::span<const std::byte>(src, copy.length));
         o->fill_remote(r);
       }

@@ -70,4 +70,39 @@ std::span<const std::byte> NodeArena::map_peer(const Description& peer) {
   return {static_cast<const std::byte*>(p), peer.bytes};
 }
 
+PeerArenaPages::PeerArenaPages(std::span<const std::byte> arena)
+    : arena_(arena), mapped_(std::make_unique<std::atomic<std::uint64_t>[]>((arena.size() / kChunk + 64) / 64)) {}
+
+void PeerArenaPages::prepare_read(const std::byte* p, std::size_t n) noexcept {
+#ifdef MADV_POPULATE_READ
+  if (n < kMinBytes || p < arena_.data() || n > arena_.size() ||
+      static_cast<std::size_t>(p - arena_.data()) > arena_.size() - n) {
+    return;
+  }
+  const auto at = static_cast<std::size_t>(p - arena_.data());
+  const auto is_mapped = [this](std::size_t c) { return (mapped_[c / 64].load(std::memory_order_relaxed) >> (c % 64)) & 1; };
+  // The chunks that lie wholly inside the copy; a part of a chunk at either end
+  // faults in as the copy reads it (the rest of that chunk may be holes of the file,
+  // which populating would allocate).
+  const std::size_t first = (at + kChunk - 1) / kChunk, end = (at + n) / kChunk;
+  for (std::size_t c = first; c < end;) {
+    if (is_mapped(c)) {
+      ++c;
+      continue;
+    }
+    std::size_t run = c + 1;
+    while (run < end && !is_mapped(run)) ++run;
+    // Runs of chunks not known to be mapped, each populated in one call.
+    void* from = const_cast<std::byte*>(arena_.data() + c * kChunk);  // page-aligned: mmap's base, whole chunks
+    if (::madvise(from, (run - c) * kChunk, MADV_POPULATE_READ) == 0) {
+      for (std::size_t k = c; k < run; ++k) mapped_[k / 64].fetch_or(std::uint64_t{1} << (k % 64), std::memory_order_relaxed);
+    }
+    c = run;
+  }
+#else
+  (void)p;
+  (void)n;
+#endif
+}
+
 }  // namespace brisk

@@ -1,9 +1,14 @@
 #include "brisk/runtime/node_arena.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -58,6 +63,70 @@ TEST(NodeArena, MapsOnlyThePeerItDescribes) {
   EXPECT_TRUE(a->map_peer(other).empty());
   other.pid = 0;
   EXPECT_TRUE(a->map_peer(other).empty());
+}
+
+// How many of the pages of [p, p + n) this process has in its page tables
+// (/proc/self/pagemap, bit 63), or -1 where that cannot be read.
+long present_pages(const std::byte* p, std::size_t n) {
+  const long page = sysconf(_SC_PAGESIZE);
+  const int fd = open("/proc/self/pagemap", O_RDONLY);
+  if (fd < 0) return -1;
+  long present = 0;
+  for (auto a = reinterpret_cast<std::uintptr_t>(p); a < reinterpret_cast<std::uintptr_t>(p) + n; a += page) {
+    std::uint64_t entry = 0;
+    if (pread(fd, &entry, sizeof entry, static_cast<off_t>(a / page * sizeof entry)) != sizeof entry) {
+      close(fd);
+      return -1;
+    }
+    present += static_cast<long>(entry >> 63);
+  }
+  close(fd);
+  return present;
+}
+
+// A copy out of a peer's arena first maps the chunks that lie wholly inside it, in
+// one call, and not again; the parts of chunks at its ends are left to fault in (the
+// rest of such a chunk may be holes of the file, which populating would allocate;
+// the kernel may still map a neighbour already in memory around a page it maps).
+TEST(PeerArenaPages, MapsTheWholeChunksOfACopyOnce) {
+  auto a = make();
+  auto b = make();
+  ASSERT_TRUE(a && b);
+  const std::size_t chunk = PeerArenaPages::kChunk, at = chunk + 100;
+  const std::size_t copy = PeerArenaPages::kMinBytes + 2 * chunk;
+  std::memset(b->memory().data() + at, 7, copy);
+  auto view = a->map_peer(b->description());
+  ASSERT_EQ(view.size(), kBytes);
+  const long page = sysconf(_SC_PAGESIZE);
+  if (present_pages(view.data(), kBytes) != 0) GTEST_SKIP() << "no /proc/self/pagemap, or the view is mapped already";
+  const auto allocated = [&] {
+    struct stat st {};
+    EXPECT_EQ(fstat(b->description().fd, &st), 0);
+    return static_cast<std::uint64_t>(st.st_blocks) * 512;
+  };
+  const std::uint64_t allocated_before = allocated();
+  EXPECT_GE(allocated_before, copy);
+  PeerArenaPages pages(view);
+  pages.prepare_read(view.data() + at, PeerArenaPages::kMinBytes - 1);  // too small: nothing
+  EXPECT_EQ(present_pages(view.data(), kBytes), 0);
+  pages.prepare_read(view.data() + kBytes - PeerArenaPages::kMinBytes + 1, PeerArenaPages::kMinBytes);  // outside
+  EXPECT_EQ(present_pages(view.data(), kBytes), 0);
+  pages.prepare_read(view.data() + at, copy);
+  const std::size_t whole = (at + copy) / chunk * chunk - 2 * chunk;  // from the second chunk on
+#ifdef MADV_POPULATE_READ
+  EXPECT_EQ(present_pages(view.data() + 2 * chunk, whole), static_cast<long>(whole) / page);
+#endif
+  // Nothing outside the copy's chunks; and no page of the file that was not written
+  // before (a hole) was allocated by it.
+  EXPECT_EQ(present_pages(view.data() + 3 * chunk + whole, kBytes - 3 * chunk - whole), 0);
+  EXPECT_EQ(allocated(), allocated_before);
+  // Remembered: a second read there makes no call (shown by dropping this process's
+  // page-table entries, which leaves the file's pages, and finding them not mapped
+  // again).
+  ASSERT_EQ(madvise(const_cast<std::byte*>(view.data()), kBytes, MADV_DONTNEED), 0);
+  pages.prepare_read(view.data() + at, copy);
+  EXPECT_EQ(present_pages(view.data(), kBytes), 0);
+  EXPECT_EQ(view[at + copy - 1], std::byte{7});  // the copy itself reads what is there
 }
 
 // The case it is for: another process on the node. Its memory stays readable after

@@ -46,6 +46,7 @@
 #include "brisk/core/frame.hpp"
 #include "brisk/core/transport.hpp"
 #include "brisk/runtime/arena.hpp"
+#include "brisk/runtime/node_arena.hpp"
 #include "brisk/scheduler/control_state.hpp"
 #include "brisk/scheduler/roles.hpp"
 
@@ -420,6 +421,8 @@ class Cluster final : public detail::Executor,
   ArenaMemory* shared_memory_ = nullptr;  // Array storage in the arena (never deleted)
   std::atomic<std::int64_t> exported_{0};  // objects others may pull from this rank now
   std::size_t node_peers_ = 0;              // other ranks whose arenas this rank maps (and they its)
+  // Per rank: the pages of its arena mapped here (null where not mapped).
+  std::vector<std::unique_ptr<PeerArenaPages>> peer_pages_;
   bool readers_need_progress_ = false;      // some rank reads this one's arena through the transport
   std::atomic<std::size_t> awaited_{0};     // pending_.size(), read without its lock
   std::atomic<std::int64_t> last_shipped_{0};  // when a task last left for another rank (Clock ticks)

@@ -14,6 +14,7 @@
 // from any thread afterwards.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -66,6 +67,30 @@ class NodeArena {
   std::size_t bytes_;
   int fd_;
   Description description_;
+};
+
+// Which parts of a peer's arena, mapped here, have their pages in this process's page
+// tables. A copy out of a peer's arena reads memory that this process may never have
+// touched: each 4 KiB page would then fault on its own as the copy reaches it (shared
+// memory gets no transparent huge pages by default), and a 256 MiB object in a part
+// of the arena new to this rank took 290 ms to copy instead of 70 on the project's
+// VMs. `prepare_read` maps such pages in one call (MADV_POPULATE_READ, Linux 5.14)
+// and remembers the 64 KiB chunks it mapped, so that later reads there cost nothing
+// (the same call over pages already mapped took 50 us a MiB).
+// Nothing happens below kMinBytes, or where the kernel lacks the call (the copy then
+// faults the pages in as it goes). Thread-safe.
+class PeerArenaPages {
+ public:
+  static constexpr std::size_t kMinBytes = std::size_t{1} << 20;
+  static constexpr std::size_t kChunk = std::size_t{64} << 10;
+
+  explicit PeerArenaPages(std::span<const std::byte> arena);
+  // Before a copy reads [p, p + n), which lies in the arena.
+  void prepare_read(const std::byte* p, std::size_t n) noexcept;
+
+ private:
+  std::span<const std::byte> arena_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> mapped_;  // a bit per chunk
 };
 
 }  // namespace brisk
