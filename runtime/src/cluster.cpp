@@ -2345,7 +2345,9 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
     // this one, proxy or owner, keeps it until then).
     const bool shared = holder != self_;
     if (shared) fetched_shared_.fetch_add(1, std::memory_order_relaxed);
-    PeerArenaPages* pages = shared ? peer_pages_[static_cast<std::size_t>(holder.value)].get() : nullptr;
+    if (PeerArenaPages* pages = shared ? peer_pages_[static_cast<std::size_t>(holder.value)].get() : nullptr) {
+      pages->prepare_read(src, copy.length);  // read below, or by the task where it lies
+    }
     Status st;
     try {
       if (copy.raw) {
@@ -2357,7 +2359,6 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
           // One copy, into private memory (huge pages, cache), with no zero-fill
           // before it where the type allows.
           detail::PrivateArrays private_arrays;
-          if (pages) pages->prepare_read(src, copy.length);
           if (!o->copy_raw(src, copy.length, copy.count)) {
             std::byte* dst = o->prepare_raw(copy.length, copy.count);
             if (copy.length) std::memcpy(dst, src, copy.length);
@@ -2365,7 +2366,6 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
         }
         o->commit_fetched();
       } else {
-        if (pages) pages->prepare_read(src, copy.length);
         Reader r(std::span<const std::byte>(src, copy.length));
         o->fill_remote(r);
       }
