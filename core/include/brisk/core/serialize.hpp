@@ -538,8 +538,8 @@ void release_kept_bytes(std::size_t bytes) noexcept;
 // for the next vector of about that size that a pull or a load fills (E bitwise):
 // its pages are in memory already. A fresh vector faults in every page when first
 // written, and the kernel zeroes each page first; on the project's VMs, whose host
-// takes freed memory back, a 256 MiB vector filled in fresh memory took 4-5 times
-// as long as in reused memory (docs/BENCHMARKS.md). Bounded by kKeptBytesLimit,
+// takes freed memory back, filling a fresh 256 MiB vector took 65 or 300-350 ms, and
+// 26-36 ms in reused storage (docs/BENCHMARKS.md). Bounded by kKeptBytesLimit,
 // shared with Array's cache. Thread-safe; never destroyed (vectors may be freed
 // during exit).
 inline constexpr std::size_t kSpareVectorBytes = std::size_t{256} << 10;

@@ -85,7 +85,7 @@ class PeerArenaPages {
   static constexpr std::size_t kChunk = std::size_t{64} << 10;
 
   explicit PeerArenaPages(std::span<const std::byte> arena);
-  // Before a copy reads [p, p + n), which lies in the arena.
+  // Before [p, p + n), which lies in the arena, is read (copied, or read in place).
   void prepare_read(const std::byte* p, std::size_t n) noexcept;
 
  private:
