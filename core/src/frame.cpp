@@ -156,13 +156,20 @@ std::vector<std::byte> encode_frame(FrameKind kind, std::span<const std::byte> h
   out.resize(kFrameHeaderBytes);
   out.insert(out.end(), head.begin(), head.end());
   out.insert(out.end(), body.begin(), body.end());
-  put_u32(out.data(), kFrameMagic);
-  out[4] = static_cast<std::byte>(kFrameVersion);
-  out[5] = static_cast<std::byte>(kind);
-  out[6] = out[7] = std::byte{0};
-  put_u32(out.data() + 8, static_cast<std::uint32_t>(n));
-  put_u32(out.data() + 12, frame_checksum(out));
+  seal_frame(kind, out);
   return out;
+}
+
+void seal_frame(FrameKind kind, std::vector<std::byte>& frame) {
+  BRISK_CHECK(frame.size() >= kFrameHeaderBytes) << "a frame of " << frame.size() << " bytes has no room for its header";
+  const std::size_t n = frame.size() - kFrameHeaderBytes;
+  BRISK_CHECK(n <= kMaxFramePayload) << "frame payload of " << n << " bytes";
+  put_u32(frame.data(), kFrameMagic);
+  frame[4] = static_cast<std::byte>(kFrameVersion);
+  frame[5] = static_cast<std::byte>(kind);
+  frame[6] = frame[7] = std::byte{0};
+  put_u32(frame.data() + 8, static_cast<std::uint32_t>(n));
+  put_u32(frame.data() + 12, frame_checksum(frame));
 }
 
 StatusOr<FrameView> decode_frame(std::span<const std::byte> bytes) {

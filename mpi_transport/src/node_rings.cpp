@@ -1,6 +1,7 @@
 #include "node_rings.hpp"
 
 #include "peer_counts.hpp"
+#include "brisk/core/serialize.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -228,6 +229,10 @@ int NodeRings::write_queued(int to, Out& o) {
       off += n;
       if (bytes.empty()) break;
     }
+    // All of it is in the ring: a large message's storage goes to the next message
+    // of its size (Writer::reserve), instead of back to the system and faulted in
+    // afresh by the next one.
+    detail::serial::SpareVectors<std::byte>::instance().give(bytes);
     o.queue.pop_front();
     if (in_flight_) in_flight_->sub(to);
     ++done;

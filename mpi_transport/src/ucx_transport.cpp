@@ -4,6 +4,7 @@
 #include "node_peers.hpp"
 #include "node_rings.hpp"
 #include "peer_counts.hpp"
+#include "brisk/core/serialize.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -113,6 +114,8 @@ struct SendState {
   std::vector<std::byte> bytes;
   std::int32_t header = 0;
   std::atomic<std::uint32_t>* in_flight = nullptr;  // the peer's count of sends in flight
+  // A large message's storage goes to the next message of its size (Writer::reserve).
+  ~SendState() { detail::serial::SpareVectors<std::byte>::instance().give(bytes); }
 };
 
 void send_done(void* request, ucs_status_t, void* user_data) {

@@ -818,8 +818,12 @@ void Cluster::send_frame(Rank to, FrameKind kind, std::vector<std::byte> payload
 }
 
 void Cluster::send_parts(Rank to, FrameKind kind, std::span<const std::byte> head, std::span<const std::byte> body) {
+  send_sealed(to, kind, encode_frame(kind, head, body));
+}
+
+void Cluster::send_sealed(Rank to, FrameKind kind, std::vector<std::byte> frame) {
   if (any_lost_.load(std::memory_order_relaxed) && rank_lost(to)) return;  // nobody to read it
-  Status st = transport_.send(to, encode_frame(kind, head, body));
+  Status st = transport_.send(to, std::move(frame));
   frames_sent_.fetch_add(1, std::memory_order_relaxed);
   // kUnavailable: the peer died, which the failure handler reports once.
   if (!st.ok() && st.code() != StatusCode::kUnavailable) {

@@ -29,6 +29,9 @@ std::array<std::byte, kHeaderBytes> encode_header(const DataHeader& h) {
   std::memcpy(out.data() + 8, &h.to, 4);
   return out;
 }
+// Room at the front of each worker's message: the frame's header, then the data
+// header, both written there before it is sent (RuntimeDataPlane::send_framed).
+constexpr std::size_t kWorkerHeadroom = kFrameHeaderBytes + kHeaderBytes;
 DataHeader decode_header(std::span<const std::byte> p) {
   DataHeader h;
   std::memcpy(&h.epoch, p.data(), 4);
@@ -94,8 +97,8 @@ bool RuntimeDataPlane::start_epoch(std::uint32_t number, const std::vector<int>&
     }
     for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
       if (hosts[static_cast<std::size_t>(r)] != rank_) continue;
-      auto send = [this, ep, r](int to, std::vector<std::byte> m) { this->send(*ep, r, to, std::move(m)); };
-      auto fresh = std::make_unique<DataWorker>(r, local_, send, events_);
+      auto send = [this, ep, r](int to, std::vector<std::byte> m) { this->send_framed(*ep, r, to, std::move(m)); };
+      auto fresh = std::make_unique<DataWorker>(r, local_, send, events_, kWorkerHeadroom);
       // Partitions restored from a checkpoint: each logical rank's host reads them.
       fresh->set_restore_loader(
           [this](const std::string& file, const std::string& name) { return restore_object(file, name); });
@@ -168,6 +171,22 @@ void RuntimeDataPlane::send(const Epoch& e, int from, int to, std::vector<std::b
   }
   const auto head = encode_header({e.number, from, to});
   cluster_->send_data(Rank{process}, head, message);
+}
+
+void RuntimeDataPlane::send_framed(const Epoch& e, int from, int to, std::vector<std::byte> message) {
+  if (current() != &e) return;
+  const int process = e.hosts[static_cast<std::size_t>(to)];
+  if (process == rank_) {
+    const auto body = std::span<const std::byte>(message).subspan(kWorkerHeadroom);
+    if (DataWorker* w = route(e, from, to, body)) {
+      message.erase(message.begin(), message.begin() + kWorkerHeadroom);
+      w->post(from, std::move(message));
+    }
+    return;
+  }
+  const auto head = encode_header({e.number, from, to});
+  std::memcpy(message.data() + kFrameHeaderBytes, head.data(), kHeaderBytes);
+  cluster_->send_data_frame(Rank{process}, std::move(message));
 }
 
 DataWorker* RuntimeDataPlane::route(const Epoch& e, int from, int to, std::span<const std::byte> message) {

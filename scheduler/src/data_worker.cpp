@@ -171,8 +171,18 @@ std::uint64_t instance_key(const detail::DataAccess& a) noexcept {
 }
 }  // namespace
 
-DataWorker::DataWorker(int rank, detail::Executor& executor, Send send, EventLog* events)
-    : rank_(rank), executor_(executor), send_(std::move(send)), events_(events) {}
+DataWorker::DataWorker(int rank, detail::Executor& executor, Send send, EventLog* events, std::size_t headroom)
+    : rank_(rank), executor_(executor), send_(std::move(send)), events_(events), headroom_(headroom) {
+  if (headroom_ > kMaxHeadroom) throw Error(fmt::format("a send headroom of {} bytes (at most {})", headroom_, kMaxHeadroom));
+}
+
+Writer DataWorker::message(std::size_t body) const {
+  static constexpr std::byte kZeros[kMaxHeadroom]{};
+  Writer w;
+  w.reserve(headroom_ + body);
+  w.write_bytes(kZeros, headroom_);
+  return w;
+}
 
 DataWorker::~DataWorker() = default;
 
@@ -726,7 +736,7 @@ void DataWorker::finish_syncs() noexcept {
     std::fprintf(stderr, "brisk: rank %d: dropped %zu copies that no command expects\n", rank_, orphans);
   }
   for (const auto& [t, settled] : tokens) {
-    Writer w;
+    Writer w = message();
     w(static_cast<std::uint8_t>(DataMessage::kSyncDone), t, static_cast<std::int32_t>(rank_));
     send_(0, w.take());
   }
@@ -797,7 +807,9 @@ void DataWorker::execute(Node* node) noexcept {
       }
       case DataCommand::kSend:
       case DataCommand::kDeliver: {
-        Writer w;
+        // Reserved whole: the value's bytes are written once, into storage that a
+        // large one may take over from an earlier message of its size.
+        Writer w = message(1 + sizeof node->key + (e.types[0]->size ? e.types[0]->size(e.instances[0]->value) : 0));
         w(static_cast<std::uint8_t>(c.kind == DataCommand::kSend ? DataMessage::kCopy : DataMessage::kFetched), node->key);
         e.types[0]->write(w, e.instances[0]->value);
         send_(c.peer, w.take());
@@ -824,7 +836,7 @@ void DataWorker::execute(Node* node) noexcept {
 
 void DataWorker::report_failure(const char* function, const std::string& message) noexcept {
   try {
-    Writer w;
+    Writer w = this->message();
     w(static_cast<std::uint8_t>(DataMessage::kFailed), std::string(function), message, static_cast<std::int32_t>(rank_));
     send_(0, w.take());
   } catch (...) {

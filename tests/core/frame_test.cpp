@@ -25,6 +25,27 @@ TEST(FrameTest, RoundTrip) {
   EXPECT_TRUE(brisk::decode_frame(empty).ok());
 }
 
+// A payload written behind room for the header, sealed in place, is the same frame
+// that encode_frame copies together.
+TEST(FrameTest, ASealedFrameEqualsTheEncodedOne) {
+  const auto head = bytes_of("head");
+  const auto body = bytes_of("and a body of some length");
+  std::vector<std::byte> frame(brisk::kFrameHeaderBytes, std::byte{0x5a});  // whatever was there
+  frame.insert(frame.end(), head.begin(), head.end());
+  frame.insert(frame.end(), body.begin(), body.end());
+  const std::byte* storage = frame.data();
+  brisk::seal_frame(brisk::FrameKind::kData, frame);
+  EXPECT_EQ(frame.data(), storage);
+  EXPECT_EQ(frame, brisk::encode_frame(brisk::FrameKind::kData, head, body));
+  auto view = brisk::decode_frame(frame);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  EXPECT_EQ(view->kind, brisk::FrameKind::kData);
+  EXPECT_EQ(view->payload.size(), head.size() + body.size());
+  std::vector<std::byte> bare(brisk::kFrameHeaderBytes);
+  brisk::seal_frame(brisk::FrameKind::kPing, bare);
+  EXPECT_TRUE(brisk::decode_frame(bare).ok());
+}
+
 TEST(FrameTest, Crc32cKnownValue) {
   // The standard check value of CRC-32C.
   EXPECT_EQ(brisk::crc32c(bytes_of("123456789")), 0xE3069283u);

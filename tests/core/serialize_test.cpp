@@ -614,6 +614,29 @@ TEST(SerializeTest, SpareVectorStorageIsReusedByTheNextLoadOfItsSize) {
   EXPECT_FALSE(small.empty());
 }
 
+// A writer reserved while empty takes a spare buffer's storage (a large frame that a
+// transport has sent); one that holds bytes keeps them.
+TEST(SerializeTest, AnEmptyWriterReservesSpareStorage) {
+  namespace serial = brisk::detail::serial;
+  auto& spares = serial::SpareVectors<std::byte>::instance();
+  while (spares.take(serial::kSpareVectorBytes * 2).capacity() != 0) {
+  }
+  std::vector<std::byte> sent(serial::kSpareVectorBytes * 2, std::byte{7});
+  const std::byte* storage = sent.data();
+  spares.give(sent);
+  brisk::Writer w;
+  w.reserve(serial::kSpareVectorBytes * 2 - 100);
+  EXPECT_EQ(w.bytes().data(), storage);
+  EXPECT_EQ(w.size(), 0u);
+  w(std::uint32_t{42});
+  w.reserve(serial::kSpareVectorBytes * 4);
+  EXPECT_EQ(brisk::from_bytes<std::uint32_t>(w.bytes()), 42u);
+  std::vector<std::byte> mine = w.take();
+  spares.give(mine);
+  EXPECT_EQ(spares.count(), 1u);
+  EXPECT_GE(spares.take(serial::kSpareVectorBytes * 4).capacity(), serial::kSpareVectorBytes * 4);
+}
+
 // Spare vectors and Array's cache of blocks share one bound.
 TEST(SerializeTest, KeptBytesAreBounded) {
   namespace serial = brisk::detail::serial;

@@ -80,6 +80,34 @@ TEST(TransportConformance, SendsInFlightAreCountedUntilFinished) {
   conformance::settle(e);
 }
 
+// Once sent, a large message's storage is kept for the next large message (a Writer
+// reserved for one takes it) rather than handed back to the system.
+TEST(UcxTransportOnly, ALargeMessagesStorageIsKeptOnceSent) {
+  if (g_backend != "ucx") GTEST_SKIP() << "the ucx backend's";
+  namespace serial = brisk::detail::serial;
+  brisk::Transport& t = *g_transport;
+  auto& spares = serial::SpareVectors<std::byte>::instance();
+  while (spares.take(std::size_t{1} << 20).capacity() != 0) {
+  }
+  const std::size_t kept = spares.count();  // others' (earlier tests' messages)
+  const brisk::Rank next{(t.rank().value + 1) % t.size()};
+  std::atomic<int> received{0};
+  t.set_message_handler([&](brisk::Rank, std::span<const std::byte> m) {
+    if (m.size() == std::size_t{1} << 20) received.fetch_add(1);
+  });
+  g_barrier();
+  std::vector<std::byte> big(std::size_t{1} << 20, std::byte{3});
+  const std::byte* storage = big.data();
+  ASSERT_TRUE(t.send(next, std::move(big)).ok());
+  EXPECT_TRUE(conformance::pump(t, [&] { return received.load() == 1 && spares.count() > kept; }))
+      << received.load() << " received, " << spares.count() << " kept";
+  brisk::Writer w;
+  w.reserve((std::size_t{1} << 20) - 64);
+  EXPECT_EQ(w.bytes().data(), storage);
+  conformance::Env e = env();
+  conformance::settle(e);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {

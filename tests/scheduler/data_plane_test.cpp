@@ -209,8 +209,11 @@ class Fabric {
       config.workers = workers;
       schedulers_.push_back(std::make_unique<brisk::LocalScheduler>(std::move(config)));
       schedulers_.back()->start();
+      // With headroom, as the runtime makes its workers: every message a worker sends
+      // begins with kHeadroom zero bytes, taken off here.
       workers_.push_back(std::make_unique<DataWorker>(
-          r, *schedulers_.back(), [this, r](int to, Bytes m) { send(r, to, std::move(m)); }));
+          r, *schedulers_.back(), [this, r](int to, Bytes m) { send(r, to, without_headroom(std::move(m))); },
+          nullptr, kHeadroom));
     }
     controller_ = std::make_unique<DataController>(ranks, [this](int to, Bytes m) { send(0, to, std::move(m)); });
     wire_ = std::thread([this] { wire_main(); });
@@ -267,10 +270,21 @@ class Fabric {
 
  private:
   static constexpr int kMaxRanks = 8;
+  static constexpr std::size_t kHeadroom = 28;  // the runtime's: a frame header and a data header
   struct Message {
     int from, to;
     Bytes bytes;
   };
+
+  Bytes without_headroom(Bytes m) {
+    if (m.size() < kHeadroom ||
+        std::any_of(m.begin(), m.begin() + kHeadroom, [](std::byte b) { return b != std::byte{0}; })) {
+      ADD_FAILURE() << "a worker's message of " << m.size() << " bytes lacks its " << kHeadroom << " bytes of headroom";
+      return m;
+    }
+    m.erase(m.begin(), m.begin() + kHeadroom);
+    return m;
+  }
 
   void send(int from, int to, Bytes m) {
     if (delivery_ == Delivery::kInline || from == to) {

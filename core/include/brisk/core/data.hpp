@@ -75,6 +75,7 @@ struct DataTypeOps {
   void (*destroy)(void*) noexcept = nullptr;
   void (*write)(Writer&, const void*) = nullptr;
   void (*read)(Reader&, void*) = nullptr;
+  std::size_t (*size)(const void*) = nullptr;  // the bytes `write` appends
 };
 const DataTypeOps* register_data_type(const DataTypeOps& ops);
 const DataTypeOps* find_data_type(std::uint64_t id) noexcept;
@@ -90,6 +91,7 @@ struct DataTypeRegistration {
     ops.destroy = [](void* p) noexcept { delete static_cast<T*>(p); };
     ops.write = [](Writer& w, const void* p) { w(*static_cast<const T*>(p)); };
     ops.read = [](Reader& r, void* p) { r(*static_cast<T*>(p)); };
+    ops.size = [](const void* p) -> std::size_t { return byte_size(*static_cast<const T*>(p)); };
     return register_data_type(ops);
   }
   static inline const DataTypeOps* const ops = make_ops();

@@ -53,6 +53,10 @@ struct FrameView {
 std::vector<std::byte> encode_frame(FrameKind kind, std::span<const std::byte> payload);
 // The same frame with `head` then `body` as its payload (one copy of each).
 std::vector<std::byte> encode_frame(FrameKind kind, std::span<const std::byte> head, std::span<const std::byte> body);
+// Makes `frame` a frame in place: its first kFrameHeaderBytes are room for the
+// header, which this fills (the checksum covers the rest, the payload). For
+// senders that write their payload behind that room themselves, with no copy.
+void seal_frame(FrameKind kind, std::vector<std::byte>& frame);
 
 // Checks and splits a received buffer (exactly one frame).
 StatusOr<FrameView> decode_frame(std::span<const std::byte> bytes);

@@ -671,8 +671,16 @@ class Writer {
   const std::vector<std::byte>& bytes() const noexcept { return buf_; }
   // Moves the buffer out; the writer is empty afterwards and can be reused.
   std::vector<std::byte> take() noexcept { return std::exchange(buf_, {}); }
-  // Like std::vector::reserve: capacity for n bytes in total.
-  void reserve(std::size_t n) { buf_.reserve(n); }
+  // Like std::vector::reserve: capacity for n bytes in total. An empty writer takes
+  // a spare buffer's storage where one fits (SpareVectors: frames of 256 KiB and
+  // more that a transport has sent), so that a large message does not fault in
+  // fresh pages.
+  void reserve(std::size_t n) {
+    if (buf_.empty()) {
+      detail::serial::reserve_hinted(buf_, n);
+    }
+    buf_.reserve(n);
+  }
 
  private:
   friend struct detail::serial::ArchiveAccess;

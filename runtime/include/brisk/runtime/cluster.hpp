@@ -234,6 +234,12 @@ class Cluster final : public detail::Executor,
   void send_data(Rank to, std::span<const std::byte> head, std::span<const std::byte> body) {
     send_parts(to, FrameKind::kData, head, body);
   }
+  // A kData frame made of `frame` in place: its first kFrameHeaderBytes are room for
+  // the frame's header (seal_frame), the payload follows.
+  void send_data_frame(Rank to, std::vector<std::byte> frame) {
+    seal_frame(FrameKind::kData, frame);
+    send_sealed(to, FrameKind::kData, std::move(frame));
+  }
   // Called (on the progress thread) once a rank is found dead and its tasks and
   // roles are taken care of; for the parts of the runtime that cannot run through
   // the loss. Set before start().
@@ -308,6 +314,7 @@ class Cluster final : public detail::Executor,
   void post(Rank to, FrameKind kind, std::span<const std::byte> record);
   void send_frame(Rank to, FrameKind kind, std::vector<std::byte> payload);
   void send_parts(Rank to, FrameKind kind, std::span<const std::byte> head, std::span<const std::byte> body);
+  void send_sealed(Rank to, FrameKind kind, std::vector<std::byte> frame);
   void send_control_state(const Outgoing& out);
   void handle_message(Rank from, std::span<const std::byte> bytes);
   void handle_task(Rank from, std::span<const std::byte> record);

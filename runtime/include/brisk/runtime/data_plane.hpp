@@ -137,6 +137,9 @@ class RuntimeDataPlane final : public detail::DataPlane {
   // Sends `message` from logical rank `from` to logical rank `to` (-1: the data
   // plane of process `to_process`) as epoch `e` routes it; nothing once `e` is over.
   void send(const Epoch& e, int from, int to, std::vector<std::byte> message, int to_process = -1);
+  // The same for a worker's message, which begins with kWorkerHeadroom bytes of room
+  // (DataWorker's headroom): the frame is built around it in place, with no copy.
+  void send_framed(const Epoch& e, int from, int to, std::vector<std::byte> message);
   // Where a message for logical rank `to` (served here in `e`) goes: a reply to the
   // controller is handled here (nullptr), anything else goes to the returned worker
   // (nullptr, reported: `to` is not served here).

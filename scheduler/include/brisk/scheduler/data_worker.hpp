@@ -41,7 +41,11 @@ class DataWorker {
  public:
   // Sends a message to a rank (this one included).
   using Send = std::function<void(int to, std::vector<std::byte> message)>;
-  DataWorker(int rank, detail::Executor& executor, Send send, EventLog* events = nullptr);
+  // Every message given to `send` begins with `headroom` bytes (zeros, at most
+  // kMaxHeadroom) that are not part of it: room for the sender's own headers, so
+  // that it can send the buffer as it is instead of copying the message behind them.
+  static constexpr std::size_t kMaxHeadroom = 64;
+  DataWorker(int rank, detail::Executor& executor, Send send, EventLog* events = nullptr, std::size_t headroom = 0);
   ~DataWorker();
   DataWorker(const DataWorker&) = delete;
   DataWorker& operator=(const DataWorker&) = delete;
@@ -136,6 +140,8 @@ class DataWorker {
   void execute(Node* node) noexcept;
   void complete(Node* node) noexcept;
   void report_failure(const char* function, const std::string& message) noexcept;
+  // A writer for a message of about `body` bytes, the headroom written.
+  Writer message(std::size_t body = 0) const;
   // Frees every instance's value (a cancelled worker, once no command runs).
   void release_values() noexcept;
   void finish_syncs() noexcept;
@@ -146,6 +152,7 @@ class DataWorker {
   detail::Executor& executor_;
   Send send_;
   EventLog* events_;
+  std::size_t headroom_;
 
   mutable std::mutex mutex_;  // instances, templates, arrivals, syncs
   std::unordered_map<std::uint32_t, DataSetInfo> datasets_;
