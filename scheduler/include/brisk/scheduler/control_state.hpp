@@ -65,6 +65,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <span>
@@ -443,7 +444,11 @@ class ControlShard {
   std::unordered_map<FunctionId, FunctionEntry> functions_;
   std::unordered_map<int, NodeStatus> nodes_;
 
-  std::vector<EventRecord> events_;  // ring once full: oldest at events_head_
+  // A ring once full: oldest at events_head_. A deque, so that filling it (up to
+  // event_capacity, a million by default) never moves the records already there: a
+  // vector's doublings copied all of them and faulted in a new buffer each time, on
+  // rank 0's cores, between its tasks.
+  std::deque<EventRecord> events_;
   std::size_t events_head_ = 0;
   std::uint64_t dropped_events_ = 0;
 
