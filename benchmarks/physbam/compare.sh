@@ -9,19 +9,22 @@
 #   benchmarks/physbam/compare.sh                       # np 2, 160^3 in 8 blocks, 8 rounds
 #   benchmarks/physbam/compare.sh --np 1 --rounds 5
 #   benchmarks/physbam/compare.sh --grid 64 --rounds 12 --max-cg 1000
+#   benchmarks/physbam/compare.sh --baseline /path/to/other/build   # A/B of two builds
 #
 # The default grid is the grain the templates issue names: 8 blocks of 80^3, where
 # the median block task takes about 1 ms (CG pieces 0.7-1.3 ms, advection 25 ms) and
 # the reductions' tasks a few us. --max-cg (default 100) caps each pressure solve so
 # that a round takes seconds (both programs run the same iterations: the counts are
 # checked). Ranks get one core each (--bind-to core) while they fit the machine's
-# cores; beyond that they share them (--oversubscribe --bind-to none).
+# cores; beyond that they share them (--oversubscribe --bind-to none). With
+# --baseline DIR, DIR's physbam_brisk runs too, as variant "baseline", in the same
+# rounds: two builds compared without the machine's drift between separate runs.
 set -euo pipefail
 
-np=2 grid=160 blocks=2 rounds=8 frames=1 max_cg=100 untemplated=1
+np=2 grid=160 blocks=2 rounds=8 frames=1 max_cg=100 untemplated=1 baseline=
 build="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/build"
 extra=()
-usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --np) np="$2"; shift 2 ;;
@@ -31,6 +34,7 @@ while [ $# -gt 0 ]; do
     --frames) frames="$2"; shift 2 ;;
     --max-cg) max_cg="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
+    --baseline) baseline="$2"; shift 2 ;;
     --no-untemplated) untemplated=0; shift ;;
     -h|--help) usage; exit 0 ;;
     --) shift; extra=("$@"); break ;;
@@ -44,6 +48,10 @@ apps="$build/apps/physbam_like"
 for app in physbam_mpi physbam_brisk; do
   [ -x "$apps/$app" ] || { echo "compare.sh: $apps/$app not found (build first, or pass --build DIR)" >&2; exit 2; }
 done
+if [ -n "$baseline" ] && [ ! -x "$baseline/apps/physbam_like/physbam_brisk" ]; then
+  echo "compare.sh: --baseline: $baseline/apps/physbam_like/physbam_brisk not found" >&2
+  exit 2
+fi
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cores=$(nproc)
@@ -58,6 +66,7 @@ fi
 args=(--grid="$grid" --blocks="$blocks" --frames="$frames" --max-cg="$max_cg" --json --quiet "${extra[@]}")
 variants=(mpi brisk)
 [ "$untemplated" = 1 ] && variants+=(brisk_untemplated)
+[ -n "$baseline" ] && variants+=(baseline)
 
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
@@ -67,6 +76,7 @@ for r in $(seq "$rounds"); do
       mpi) cmd=("$apps/physbam_mpi" "${args[@]}") ;;
       brisk) cmd=("$apps/physbam_brisk" "${args[@]}") ;;
       brisk_untemplated) cmd=("$apps/physbam_brisk" "${args[@]}" --brisk-templates=off) ;;
+      baseline) cmd=("$baseline/apps/physbam_like/physbam_brisk" "${args[@]}") ;;
     esac
     line=$(mpirun -np "$np" "${bind[@]}" "${cmd[@]}" 2>&1 | grep '^{' | tail -1) || true
     if [ -z "$line" ]; then
