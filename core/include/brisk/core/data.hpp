@@ -75,7 +75,9 @@ struct DataTypeOps {
   void (*destroy)(void*) noexcept = nullptr;
   void (*write)(Writer&, const void*) = nullptr;
   void (*read)(Reader&, void*) = nullptr;
-  std::size_t (*size)(const void*) = nullptr;  // the bytes `write` appends
+  // The bytes `write` appends; null where counting them is not O(1) (a second
+  // traversal would cost more than the buffer's growth saves).
+  std::size_t (*size)(const void*) = nullptr;
 };
 const DataTypeOps* register_data_type(const DataTypeOps& ops);
 const DataTypeOps* find_data_type(std::uint64_t id) noexcept;
@@ -91,7 +93,9 @@ struct DataTypeRegistration {
     ops.destroy = [](void* p) noexcept { delete static_cast<T*>(p); };
     ops.write = [](Writer& w, const void* p) { w(*static_cast<const T*>(p)); };
     ops.read = [](Reader& r, void* p) { r(*static_cast<T*>(p)); };
-    ops.size = [](const void* p) -> std::size_t { return byte_size(*static_cast<const T*>(p)); };
+    if constexpr (detail::serial::size_in_constant_time_v<T>) {
+      ops.size = [](const void* p) -> std::size_t { return byte_size(*static_cast<const T*>(p)); };
+    }
     return register_data_type(ops);
   }
   static inline const DataTypeOps* const ops = make_ops();
