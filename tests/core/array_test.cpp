@@ -131,5 +131,30 @@ TEST(Array, AFreedVectorObjectLeavesItsStorageToTheNextPull) {
   EXPECT_EQ(spares.count(), 0u);
 }
 
+// A pull through the transport writes into storage the object prepares: a freed
+// vector's too, zeroed, not fresh pages.
+TEST(Array, APulledVectorIsPreparedInAFreedVectorsStorage) {
+  struct Tag {
+    std::uint32_t x;  // an element type of this test's own: no other spares
+  };
+  auto& spares = detail::serial::SpareVectors<Tag>::instance();
+  const std::size_t n = std::size_t{1} << 18;  // 1 MiB
+  const Tag* storage = nullptr;
+  {
+    detail::TypedObject<std::vector<Tag>> made{ObjectId{}};
+    made.complete(std::vector<Tag>(n, Tag{3}));
+    storage = made.value().data();
+  }
+  ASSERT_EQ(spares.count(), 1u);
+  detail::TypedObject<std::vector<Tag>> pulled{ObjectId{}};
+  std::byte* dst = pulled.prepare_raw((n - 8) * sizeof(Tag), n - 8);
+  EXPECT_EQ(reinterpret_cast<const Tag*>(dst), storage);
+  EXPECT_EQ(spares.count(), 0u);
+  ASSERT_EQ(pulled.value().size(), n - 8);
+  EXPECT_EQ(pulled.value()[n - 9].x, 0u);  // value-initialized, as a resize leaves it
+  EXPECT_THROW(detail::TypedObject<std::vector<Tag>>{ObjectId{}}.prepare_raw(7, 2), SerializationError);
+  pulled.abort_fetch();
+}
+
 }  // namespace
 }  // namespace brisk

@@ -260,13 +260,13 @@ class TypedObject final : public ObjectState {
       if constexpr (kUninitialized) {
         ::new (static_cast<void*>(&storage_)) T(T::for_overwrite(count));  // nothing written twice
       } else {
-        ::new (static_cast<void*>(&storage_)) T();
-        try {
-          value().resize(count);
-        } catch (...) {
-          destroy_value();
-          throw;
-        }
+        // A large vector: a spare vector's storage, or fresh storage hinted for huge
+        // pages, as copy_raw; the zero-fill below is then a pass over pages already
+        // mapped (over fresh 4 KiB pages, a pull of 1-256 MiB ran at 0.3 GB/s here).
+        T fresh;
+        if constexpr (requires(T& t) { t.reserve(count); }) serial::reserve_hinted(fresh, count);
+        fresh.resize(count);
+        ::new (static_cast<void*>(&storage_)) T(std::move(fresh));
       }
       return reinterpret_cast<std::byte*>(value().data());
     } else {
