@@ -270,6 +270,10 @@ std::optional<std::string> apply_inline_bytes(std::string_view v, Options& o) {
   return apply_size(v, o.inline_bytes);
 }
 
+std::optional<std::string> apply_expose_bytes(std::string_view v, Options& o) {
+  return apply_size(v, o.expose_bytes);
+}
+
 std::optional<std::string> apply_spill_queue(std::string_view v, Options& o) {
   return apply_count(v, o.spill_queue, 1 << 30);
 }
@@ -354,7 +358,7 @@ std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
 }
 
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 32> kSpecs = {{
+constexpr std::array<OptionSpec, 33> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -410,6 +414,12 @@ constexpr std::array<OptionSpec, 32> kSpecs = {{
      "Objects up to this size travel inside task and result messages; larger ones are "
      "pulled one-sided by the rank that reads them.",
      apply_inline_bytes},
+    {"brisk-expose-bytes", "BRISK_EXPOSE_BYTES", "SIZE", "256K", kSizeExpected,
+     "With ucx, on a rank whose arena no rank of its node maps (alone on its node, or "
+     "--brisk-node-shm=unmapped): objects with a contiguous form (vectors of plain "
+     "elements, strings) of this size or more are read by other ranks where they lie, "
+     "registered with the transport, instead of from a copy in the arena; 0 = always a copy.",
+     apply_expose_bytes},
     {"brisk-spill-queue", "BRISK_SPILL_QUEUE", "N", "0", "expected an integer from 0 to 1073741824",
      "A rank sends ready tasks to a global scheduler once more than N wait in its local "
      "queue; 0 = 2 per worker.",

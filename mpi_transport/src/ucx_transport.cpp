@@ -76,8 +76,21 @@ struct UcxTransport::Impl {
   std::vector<bool> closed;                 // endpoints closed by disconnect()
   std::vector<ucs_status_ptr_t> closing;    // their close requests, freed at the end
 
+  // Unpacked remote keys, by owner and packed key. A key per registered object
+  // (Cluster::Config::expose_bytes) would grow it without end where keys differ per
+  // registration (InfiniBand; cross-memory attach packs the same key for all): past
+  // kMaxRkeys, the keys no get is using are destroyed.
+  struct CachedKey {
+    ucp_rkey_h rkey = nullptr;
+    int gets = 0;  // in flight
+  };
+  static constexpr std::size_t kMaxRkeys = 256;
   std::mutex rkey_mutex;
-  std::map<std::pair<int, std::vector<std::byte>>, ucp_rkey_h> rkeys;
+  std::map<std::pair<int, std::vector<std::byte>>, CachedKey> rkeys;
+  void get_ended(CachedKey* key) {
+    std::lock_guard lock(rkey_mutex);
+    --key->gets;
+  }
 
   std::mutex ep_lookup_mutex;
   std::map<ucp_ep_h, int> ep_rank;
@@ -128,10 +141,12 @@ void send_done(void* request, ucs_status_t, void* user_data) {
 struct GetState {
   UcxTransport::Impl* impl;
   Transport::Completion done;
+  UcxTransport::Impl::CachedKey* key;
 };
 
 void get_done(void* request, ucs_status_t status, void* user_data) {
   auto* g = static_cast<GetState*>(user_data);
+  g->impl->get_ended(g->key);
   {
     std::lock_guard lock(g->impl->done_mutex);
     g->impl->completed.push_back({std::move(g->done),
@@ -368,7 +383,7 @@ UcxTransport::~UcxTransport() {
   for (int i = 0; i < 1000; ++i) progress();
   {
     std::lock_guard lock(impl_->rkey_mutex);
-    for (auto& [k, rkey] : impl_->rkeys) ucp_rkey_destroy(rkey);
+    for (auto& [k, cached] : impl_->rkeys) ucp_rkey_destroy(cached.rkey);
     impl_->rkeys.clear();
   }
   std::vector<ucs_status_ptr_t> closing = std::move(impl_->closing);
@@ -565,32 +580,46 @@ Status UcxTransport::get(const RemoteRegion& remote, std::uint64_t offset, void*
   std::shared_lock ep_lock(impl_->ep_mutex);
   if (impl_->is_dead(owner)) return unavailable(fmt::format("rank {} is dead", owner));
   ucp_ep_h ep = impl_->eps[static_cast<std::size_t>(owner)];
-  ucp_rkey_h rkey = nullptr;
+  Impl::CachedKey* cached = nullptr;
   {
     std::lock_guard lock(impl_->rkey_mutex);
     auto key = std::make_pair(owner, remote.key);
     auto it = impl_->rkeys.find(key);
     if (it == impl_->rkeys.end()) {
+      if (impl_->rkeys.size() >= Impl::kMaxRkeys) {
+        for (auto e = impl_->rkeys.begin(); e != impl_->rkeys.end();) {
+          if (e->second.gets == 0) {
+            ucp_rkey_destroy(e->second.rkey);
+            e = impl_->rkeys.erase(e);
+          } else {
+            ++e;
+          }
+        }
+      }
+      ucp_rkey_h rkey = nullptr;
       ucs_status_t st = ucp_ep_rkey_unpack(ep, remote.key.data(), &rkey);
       if (st != UCS_OK) return invalid_argument("ucp_ep_rkey_unpack: " + ucs_text(st));
-      impl_->rkeys.emplace(std::move(key), rkey);
-    } else {
-      rkey = it->second;
+      it = impl_->rkeys.emplace(std::move(key), Impl::CachedKey{rkey, 0}).first;
     }
+    cached = &it->second;
+    ++cached->gets;
   }
-  auto* g = new GetState{impl_.get(), std::move(done)};
+  const ucp_rkey_h rkey = cached->rkey;  // kept while `gets` counts this one
+  auto* g = new GetState{impl_.get(), std::move(done), cached};
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   p.cb.send = get_done;
   p.user_data = g;
   ucs_status_ptr_t req = ucp_get_nbx(ep, dst, length, remote.address + offset, rkey, &p);
   if (req == nullptr) {
+    impl_->get_ended(cached);
     std::lock_guard lock(impl_->done_mutex);
     impl_->completed.push_back({std::move(g->done), Status{}});
     delete g;
     return {};
   }
   if (UCS_PTR_IS_ERR(req)) {
+    impl_->get_ended(cached);
     delete g;
     return unavailable(fmt::format("ucp_get_nbx from rank {}: {}", owner, ucs_text(UCS_PTR_STATUS(req))));
   }

@@ -225,6 +225,14 @@ Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, 
     peer_pages_.push_back(mapped ? std::make_unique<PeerArenaPages>(config_.peer_arenas[i]) : nullptr);
   }
   readers_need_progress_ = node_peers_ + 1 < static_cast<std::size_t>(size_);
+  // Where ranks of this node map the arena, they read a copy there with one memcpy
+  // and need no progress here: such values stay copies. (On the project's VM a node
+  // peer's get of a registered value ran at 4.0-5.1 GB/s, the copy at 4.0-4.5, and
+  // the get keeps this rank's progress thread polling: UCX 1.13 gives endpoints in
+  // peer error mode no cross-memory attach, only sysv and posix RMA lanes.) Where
+  // every reader goes through the transport, the copy into the arena is a pass over
+  // the bytes that the registration saves.
+  expose_ = config_.expose_bytes != 0 && transport_.exposes_any_memory() && node_peers_ == 0;
   transport_.set_failure_handler([this](Rank peer, const Status& why) { on_rank_lost(peer, why); });
 }
 
@@ -1315,26 +1323,31 @@ void Cluster::forward_result(Rank owner, TaskId task, ObjectState* result) noexc
     if (result->has_error() || result->bytes() <= config_.inline_bytes) {
       encode_object(w, result, owner);  // an error, or inline
     } else {
-      // The bytes stay here, in the arena, until the owner frees them.
-      bool in_place = false;
-      std::optional<RemoteCopy> copy = export_object(result, in_place);
-      if (!copy) {
+      // The bytes stay here, in the arena or where the value lies, until the owner
+      // frees them.
+      std::optional<Export> exp = export_object(result);
+      if (!exp) {
         encode_object(w, result, owner);  // the arena is full: inline
       } else {
+        const std::optional<RemoteCopy> copy = exp->copy;
         bool fresh = true;
         {
           std::lock_guard lock(held_mutex_);
           // A task run twice here (a replay) holds one copy per run; an in-place
-          // export shares the value's block, so the second run's is not kept.
-          if (in_place) {
+          // export shares the value's storage, so the second run's is not kept.
+          if (exp->in_place) {
             auto [a, b] = held_.equal_range(id);
             for (auto it = a; it != b; ++it) fresh = fresh && it->second.value != result;
           }
           if (fresh) {
-            held_.emplace(id, Held{copy->offset, copy->length, in_place ? result : nullptr, owner.value});
-            if (in_place) result->add_ref();  // the bytes are the value's: keep it until the owner frees them
+            const std::byte* bytes = copy->own_region ? reinterpret_cast<const std::byte*>(copy->region.address)
+                                                      : arena_.data() + copy->offset;
+            held_.emplace(id, Held{copy->tag(), copy->offset, copy->length, bytes, exp->in_place ? result : nullptr,
+                                   owner.value, std::shared_ptr<MemoryRegistration>(std::move(exp->registration))});
+            if (exp->in_place) result->add_ref();  // the bytes are the value's: keep it until the owner frees them
           }
         }
+        if (!fresh) drop_export(result, *copy, exp->in_place, std::move(exp->registration));
         if (fresh) {
           exported_.fetch_add(1, std::memory_order_relaxed);
           if (readers_need_progress_) wake_standing_back();
@@ -1391,10 +1404,10 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
           r(owner, lender, copy);
           // Only this run's copy: the owner may use the other run's.
           if (copy.region.owner == self_) {
-            release_held(oid, copy.offset);
+            release_held(oid, copy.tag());
           } else if (copy.region.owner.value >= 0 && copy.region.owner.value < size_ && !rank_lost(copy.region.owner)) {
             Writer w;
-            w(kRefFree, oid.hi, oid.lo, copy.offset);
+            w(kRefFree, oid.hi, oid.lo, copy.tag());
             post(copy.region.owner, FrameKind::kRefCount, w.bytes());
           }
         }
@@ -1561,9 +1574,8 @@ std::vector<std::pair<std::string, std::vector<std::byte>>> Cluster::held_copies
     {
       std::lock_guard lock(held_mutex_);
       auto [a, b] = held_.equal_range(id);
-      if (std::none_of(a, b, [&h](const auto& e) { return e.second.offset == h.offset; })) continue;
-      if (h.offset + h.length > arena_.size()) continue;
-      bytes.assign(arena_.data() + h.offset, arena_.data() + h.offset + h.length);
+      if (std::none_of(a, b, [&h](const auto& e) { return e.second.tag == h.tag; })) continue;
+      bytes.assign(h.bytes, h.bytes + h.length);
     }
     out.emplace_back(checkpoint_held_name(h.owner, id.hi, id.lo), std::move(bytes));
   }
@@ -1810,18 +1822,20 @@ std::optional<RemoteCopy> Cluster::local_copy(ObjectState* o) {
     std::lock_guard lock(d.mutex);
     if (d.exported) return d.exported;
   }
-  bool in_place = false;
-  std::optional<RemoteCopy> copy = export_object(o, in_place);
-  if (!copy) return std::nullopt;
+  std::optional<Export> exp = export_object(o);
+  if (!exp) return std::nullopt;
+  std::optional<RemoteCopy> copy = exp->copy;
   bool fresh = false;
   {
-    std::lock_guard lock(d.mutex);
+    std::unique_lock lock(d.mutex);
     if (d.exported) {
-      if (!in_place) arena_alloc_.free(block_of(copy->offset));  // another thread exported it meanwhile
       copy = d.exported;
+      lock.unlock();
+      drop_export(o, exp->copy, exp->in_place, std::move(exp->registration));  // another thread exported it meanwhile
     } else {
       d.exported = copy;
-      d.exported_in_place = in_place;
+      d.exported_in_place = exp->in_place;
+      d.export_registration = std::move(exp->registration);
       d.owner = self_;
       fresh = true;
       exported_.fetch_add(1, std::memory_order_relaxed);
@@ -2034,11 +2048,11 @@ void Cluster::handle_located(Rank from, Reader& r) {
 // ---------------------------------------------------------------------------
 // Objects across ranks.
 
-std::optional<RemoteCopy> Cluster::export_object(ObjectState* o, bool& in_place) {
-  in_place = false;
+std::optional<Cluster::Export> Cluster::export_object(ObjectState* o) {
   if (!arena_registration_) return std::nullopt;  // no one-sided path: inline
   Pinned pinned(o);
-  RemoteCopy copy;
+  Export e;
+  RemoteCopy& copy = e.copy;
   copy.region = arena_registration_->remote();
   const ObjectState::RawView raw = o->raw_view();
   const auto* bytes = static_cast<const std::byte*>(raw.data);
@@ -2049,8 +2063,27 @@ std::optional<RemoteCopy> Cluster::export_object(ObjectState* o, bool& in_place)
     copy.length = raw.length;
     copy.count = raw.count;
     copy.raw = true;
-    in_place = true;
-    return copy;
+    e.in_place = true;
+    return e;
+  }
+  if (raw.data && expose_ && raw.length >= config_.expose_bytes) {
+    // Large: readers get it from the value's own storage, registered for them, with
+    // no copy here first (a std::vector's bytes are read once, by the reader's get).
+    // The value stays pinned (unspilled) while the registration lasts.
+    auto reg = transport_.register_memory(const_cast<std::byte*>(bytes), raw.length);
+    if (reg.ok()) {
+      o->pin();
+      e.registration = std::move(reg).value();
+      copy.region = e.registration->remote();
+      copy.offset = 0;
+      copy.length = raw.length;
+      copy.count = raw.count;
+      copy.raw = true;
+      copy.own_region = true;
+      e.in_place = true;
+      exposed_.fetch_add(1, std::memory_order_relaxed);
+      return e;
+    }
   }
   if (raw.data) {
     // The bytes keep the alignment (mod 64) of the value's own storage, which is what
@@ -2066,7 +2099,7 @@ std::optional<RemoteCopy> Cluster::export_object(ObjectState* o, bool& in_place)
     copy.length = raw.length;
     copy.count = raw.count;
     copy.raw = true;
-    return copy;
+    return e;
   }
   Writer w;
   o->write_value(w);
@@ -2075,7 +2108,18 @@ std::optional<RemoteCopy> Cluster::export_object(ObjectState* o, bool& in_place)
   std::memcpy(arena_.data() + *offset, w.bytes().data(), w.size());
   copy.offset = *offset;
   copy.length = w.size();
-  return copy;
+  return e;
+}
+
+void Cluster::drop_export(ObjectState* o, const RemoteCopy& copy, bool in_place,
+                          std::unique_ptr<MemoryRegistration> registration) noexcept {
+  if (registration) {
+    registration.reset();  // before the value may move or go
+    o->unpin();
+    exposed_.fetch_sub(1, std::memory_order_relaxed);
+  } else if (!in_place) {
+    arena_alloc_.free(block_of(copy.offset));
+  }
 }
 
 void Cluster::remember(ObjectState* o) {
@@ -2255,7 +2299,7 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
   }
   if (d->exported) {
     exported_.fetch_sub(1, std::memory_order_relaxed);
-    if (!d->exported_in_place) arena_alloc_.free(block_of(d->exported->offset));
+    drop_export(o, *d->exported, d->exported_in_place, std::move(d->export_registration));
     control_->add_object(ObjectRecord{id, self_, d->exported->length, true});
   }
   if (d->lineage || !d->holders.empty() || d->exported) control_->forget(id);
@@ -2265,22 +2309,27 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
   }
 }
 
-void Cluster::release_held(ObjectId id, std::uint64_t offset) {
+void Cluster::release_held(ObjectId id, std::uint64_t tag) {
   std::vector<Held> freed;
   {
     std::lock_guard lock(held_mutex_);
     auto [a, b] = held_.equal_range(id);
     for (auto it = a; it != b;) {
-      if (offset == kAllCopies || it->second.offset == offset) {
-        freed.push_back(it->second);
+      if (tag == kAllCopies || it->second.tag == tag) {
+        freed.push_back(std::move(it->second));
         it = held_.erase(it);
       } else {
         ++it;
       }
     }
   }
-  for (const Held& held : freed) {
+  for (Held& held : freed) {
     exported_.fetch_sub(1, std::memory_order_relaxed);
+    if (held.registration) {
+      held.registration.reset();
+      held.value->unpin();
+      exposed_.fetch_sub(1, std::memory_order_relaxed);
+    }
     if (held.value) {
       held.value->release();  // frees the block with the value
     } else {
@@ -2437,6 +2486,11 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
 }
 
 const std::byte* Cluster::readable_here(const RemoteCopy& copy) const noexcept {
+  if (copy.own_region) {
+    // The holder's own memory: read here where this rank is the holder (a task came
+    // back to it; the held copy keeps the value), through the transport elsewhere.
+    return copy.region.owner == self_ ? reinterpret_cast<const std::byte*>(copy.region.address + copy.offset) : nullptr;
+  }
   const Rank holder = copy.region.owner;
   std::span<const std::byte> arena;
   if (holder == self_) {
@@ -2824,6 +2878,7 @@ ClusterStats Cluster::stats() const {
     std::lock_guard lock(held_mutex_);
     s.held = held_.size();
   }
+  s.exposed = static_cast<std::size_t>(std::max<std::int64_t>(0, exposed_.load(std::memory_order_relaxed)));
   {
     std::lock_guard lock(pending_mutex_);
     s.pending = pending_.size();

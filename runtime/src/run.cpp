@@ -440,6 +440,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     }
     wire = std::move(w).value();
     cc.inline_bytes = options.inline_bytes;
+    cc.expose_bytes = options.expose_bytes;
     cc.peer_arenas = wire.peer_arenas;
     cc.arena_shared = wire.node != nullptr;
     try {

@@ -26,6 +26,7 @@ void run_spmd(int ranks, void (*body)(conformance::Env)) {
 TEST(FakeTransportTest, OrderedMessagesBetweenAllPairs) { run_spmd(4, conformance::ordered_messages_between_all_pairs); }
 TEST(FakeTransportTest, LargeMessage) { run_spmd(3, conformance::large_message); }
 TEST(FakeTransportTest, OneSidedGet) { run_spmd(4, conformance::one_sided_get); }
+TEST(FakeTransportTest, GetsFromManyRegistrations) { run_spmd(3, conformance::gets_from_many_registrations); }
 TEST(FakeTransportTest, ConcurrentSenders) { run_spmd(2, conformance::concurrent_senders); }
 TEST(FakeTransportTest, RejectsBadRanks) { run_spmd(2, conformance::rejects_bad_ranks); }
 

@@ -154,15 +154,16 @@ TEST(Cluster, AnOwnerThatFetchedAResultDropsItsLineage) {
 }
 
 struct Stats {
-  std::uint64_t arena_used, directory, held, pending, fetches, malformed, tasks_received, saved;
+  std::uint64_t arena_used, directory, held, pending, fetches, malformed, tasks_received, saved, exposed, node_peers;
   template <class A>
   void serialize(A& ar) {
-    ar(arena_used, directory, held, pending, fetches, malformed, tasks_received, saved);
+    ar(arena_used, directory, held, pending, fetches, malformed, tasks_received, saved, exposed, node_peers);
   }
 };
 Stats stats_of_rank() {
   auto s = cluster().stats();
-  return Stats{s.arena_used, s.directory, s.held, s.pending, s.fetches, s.malformed, s.tasks_received, s.saved};
+  return Stats{s.arena_used, s.directory, s.held, s.pending, s.fetches, s.malformed, s.tasks_received, s.saved,
+               s.exposed, s.node_peers};
 }
 BRISK_REMOTE(stats_of_rank);
 
@@ -175,7 +176,7 @@ bool all_released(std::chrono::seconds limit) {
     bool clean = true;
     for (int r = 0; r < ranks() && clean; ++r) {
       Stats s = stats_on(r);
-      clean = s.arena_used == 0 && s.held == 0 && s.pending <= 0 && s.directory == 0;
+      clean = s.arena_used == 0 && s.held == 0 && s.pending <= 0 && s.directory == 0 && s.exposed == 0;
     }
     if (clean) return true;
     std::this_thread::sleep_for(20ms);
@@ -259,6 +260,35 @@ TEST(Cluster, AnArrayReadInPlaceStaysWhileReferenced) {
   EXPECT_EQ(brisk::get(sums), (std::vector<double>{expected, expected}));
   others.clear();
   sums = {};
+  EXPECT_TRUE(all_released(20s));
+}
+
+// A large vector is read where it lies on its maker (registered with the transport,
+// no copy into the arena) where every reader goes through the transport: ucx with no
+// arena of the node mapped (--brisk-node-shm=unmapped, as between nodes). Elsewhere
+// it is copied into the arena. Either way its registration or copy goes with it.
+// Rank 1 makes one (its result, held there for rank 0), rank 0 puts one; each is
+// read by the last rank, by rank 1 itself, and by rank 0.
+TEST(Cluster, LargeVectorsAreReadWhereTheyLieWhereNoRankMapsTheArena) {
+  const int m = 1, b = ranks() - 1;
+  if (ranks() < 2) GTEST_SKIP() << "needs two ranks";
+  const Stats before0 = stats_on(0), before_m = stats_on(m);
+  const bool ucx = std::string_view(cluster().transport_name()) == "ucx";
+  const std::uint64_t n = 3 << 20;
+  auto made = brisk::task(make_bytes).resources(on(m)).remote(n, 5);
+  auto put = brisk::put(make_bytes(n, 6));
+  auto small = brisk::task(make_bytes).resources(on(m)).remote(std::uint64_t{100} << 10, 7);  // under 256 KiB
+  for (int reader : {b, m}) {
+    EXPECT_EQ(brisk::get(brisk::task(checksum).resources(on(reader)).remote(made)), checksum(make_bytes(n, 5))) << reader;
+    EXPECT_EQ(brisk::get(brisk::task(checksum).resources(on(reader)).remote(put)), checksum(make_bytes(n, 6))) << reader;
+  }
+  EXPECT_EQ(checksum(brisk::get(made)), checksum(make_bytes(n, 5)));
+  EXPECT_EQ(brisk::get(brisk::task(checksum).resources(on(b)).remote(small)), checksum(make_bytes(100 << 10, 7)));
+  EXPECT_EQ(stats_on(m).exposed - before_m.exposed, ucx && before_m.node_peers == 0 ? 1u : 0u) << "the made vector";
+  EXPECT_EQ(stats_on(0).exposed - before0.exposed, ucx && before0.node_peers == 0 ? 1u : 0u) << "the put vector";
+  made = {};
+  put = {};
+  small = {};
   EXPECT_TRUE(all_released(20s));
 }
 

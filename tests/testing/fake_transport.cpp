@@ -58,6 +58,7 @@ class FakeEndpoint final : public Transport {
     return events;
   }
 
+  bool exposes_any_memory() const noexcept override { return true; }
   StatusOr<std::unique_ptr<MemoryRegistration>> register_memory(void* base, std::size_t length) override {
     auto reg = std::make_unique<Registration>(this, base, length);
     std::lock_guard lock(mutex_);

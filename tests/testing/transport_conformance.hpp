@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <thread>
@@ -148,6 +149,59 @@ inline void one_sided_get(Env e) {
     }
   }
   settle(e);
+}
+
+// Where the backend registers any memory (Transport::exposes_any_memory): each rank
+// registers many small buffers of its heap, one registration each (as the runtime
+// registers large values where they lie), twice over, and the next rank reads every
+// one of them; more registrations than a backend keeps unpacked keys for.
+inline void gets_from_many_registrations(Env e) {
+  Transport& t = e.transport;
+  if (!t.exposes_any_memory()) GTEST_SKIP() << t.name() << " registers only its window";
+  const int n = t.size();
+  const int me = t.rank().value;
+  constexpr int kBuffers = 300;
+  constexpr std::size_t kLen = 256;
+  for (int round = 0; round < 2; ++round) {
+    std::vector<std::vector<std::byte>> mine(kBuffers, std::vector<std::byte>(kLen));
+    std::vector<std::unique_ptr<MemoryRegistration>> regs;
+    std::vector<RemoteRegion> announced;
+    for (int b = 0; b < kBuffers; ++b) {
+      for (std::size_t i = 0; i < kLen; ++i) mine[b][i] = static_cast<std::byte>((i + 3 * b + 11 * me + round) & 0xff);
+      auto reg = t.register_memory(mine[b].data(), kLen);
+      ASSERT_TRUE(reg.ok()) << reg.status().message();
+      announced.push_back((*reg)->remote());
+      regs.push_back(std::move(reg).value());
+    }
+    std::vector<RemoteRegion> theirs;
+    std::atomic<bool> known{false};
+    t.set_message_handler([&](Rank, std::span<const std::byte> bytes) {
+      theirs = from_bytes<std::vector<RemoteRegion>>(bytes);
+      known.store(true);
+    });
+    e.barrier();
+    const int from = (me + n - 1) % n;
+    ASSERT_TRUE(t.send(Rank{(me + 1) % n}, to_bytes(announced)).ok());
+    ASSERT_TRUE(pump(t, [&] { return known.load(); }));
+    ASSERT_EQ(theirs.size(), static_cast<std::size_t>(kBuffers));
+    std::vector<std::vector<std::byte>> read(kBuffers, std::vector<std::byte>(kLen));
+    std::atomic<int> done{0}, failures{0};
+    for (int b = 0; b < kBuffers; ++b) {
+      ASSERT_TRUE(t.get(theirs[b], 0, read[b].data(), kLen, [&](Status s) {
+                     failures.fetch_add(!s.ok());
+                     done.fetch_add(1);
+                   }).ok());
+    }
+    ASSERT_TRUE(pump(t, [&] { return done.load() == kBuffers; }));
+    EXPECT_EQ(failures.load(), 0);
+    for (int b = 0; b < kBuffers; ++b) {
+      for (std::size_t i = 0; i < kLen; ++i) {
+        ASSERT_EQ(read[b][i], static_cast<std::byte>((i + 3 * b + 11 * from + round) & 0xff))
+            << "buffer " << b << " of rank " << from << ", byte " << i << ", round " << round;
+      }
+    }
+    settle(e);  // every rank has read before the registrations go
+  }
 }
 
 // Four threads send at once while this thread progresses.

@@ -84,6 +84,12 @@ class Transport {
   // can only expose a fixed window return kFailedPrecondition for memory outside it.
   virtual StatusOr<std::unique_ptr<MemoryRegistration>> register_memory(void* base, std::size_t length) = 0;
 
+  // Whether register_memory takes any memory of this process (not only a window),
+  // cheaply enough to register one object's own storage. The runtime then lets other
+  // ranks read a large value where it lies instead of copying it into its arena
+  // first.
+  virtual bool exposes_any_memory() const noexcept { return false; }
+
   // The job declared `peer` dead (its heartbeats stopped, or another rank saw it
   // die): nothing more is sent to it, and transfers in flight from it end with an
   // error instead of waiting for a process that may be hung. Backends that cannot

@@ -65,6 +65,7 @@ struct ClusterStats {
   std::uint64_t fetched_bytes = 0;
   std::uint64_t fetched_shared = 0;   // of the pulls, those read from a node peer's mapped arena
   std::uint64_t borrowed = 0;         // of those, values read where they lie (no copy)
+  std::size_t exposed = 0;            // values exported where they lie, registered (Config::expose_bytes)
   std::size_t node_peers = 0;         // other ranks whose arenas this rank maps
   std::uint64_t malformed = 0;        // messages dropped as malformed
   std::uint64_t scheduler_stalls = 0;  // heartbeat checks of this rank's global scheduler that came a
@@ -94,6 +95,11 @@ class Cluster final : public detail::Executor,
   struct Config {
     JobRoles roles;
     std::size_t inline_bytes = 64 * 1024;
+    // Values with a contiguous form this large or larger are read by other ranks
+    // where they lie (their storage registered with the transport) rather than from
+    // a copy in the arena, where the transport can (Transport::exposes_any_memory)
+    // and no rank of the node maps this rank's arena (see expose_). 0: always a copy.
+    std::size_t expose_bytes = 256 * 1024;
     int spill_queue = 4;  // spill when more tasks than this wait locally
     std::chrono::milliseconds heartbeat{10};
     std::chrono::nanoseconds spin{std::chrono::microseconds(50)};  // progress thread spin when idle
@@ -248,6 +254,7 @@ class Cluster final : public detail::Executor,
   ClusterStats stats() const;
   // Sends `bytes` to `to` exactly as given (tests of the receiving side's checks).
   Status send_raw(Rank to, std::vector<std::byte> bytes) { return transport_.send(to, std::move(bytes)); }
+  const char* transport_name() const noexcept { return transport_.name(); }
   Rank rank() const noexcept { return self_; }
   int size() const noexcept { return size_; }
   ControlPlane* control() noexcept { return control_.get(); }
@@ -281,10 +288,15 @@ class Cluster final : public detail::Executor,
     std::uint64_t order;     // when it was kept (the oldest goes first)
   };
   struct Held {
-    std::uint64_t offset;
+    std::uint64_t tag;    // RemoteCopy::tag of the copy
+    std::uint64_t offset;  // in the arena (unless `registration`)
     std::uint64_t length;
+    const std::byte* bytes;  // where the copy lies here
     detail::ObjectState* value = nullptr;  // exported in place: a reference that keeps the bytes
     int owner = 0;
+    // The value's own storage registered (RemoteCopy::own_region): `value` is pinned
+    // while it lasts.
+    std::shared_ptr<MemoryRegistration> registration;
   };
   // An owned object whose copy a committed checkpoint holds.
   struct Saved {
@@ -397,17 +409,26 @@ class Cluster final : public detail::Executor,
   void forward_result(Rank owner, TaskId task, detail::ObjectState* result) noexcept;
 
   // Where readers pull `object` from: a copy in the arena, or (`in_place`) the value's
-  // own storage when it lies in the arena already.
-  std::optional<detail::RemoteCopy> export_object(detail::ObjectState* object, bool& in_place);
+  // own storage, which lies in the arena already or (`registration`, the object
+  // pinned) is registered with the transport for this export.
+  struct Export {
+    detail::RemoteCopy copy;
+    bool in_place = false;
+    std::unique_ptr<MemoryRegistration> registration;
+  };
+  std::optional<Export> export_object(detail::ObjectState* object);
+  // Undoes export_object: frees the arena block, or ends the registration and unpins.
+  void drop_export(detail::ObjectState* object, const detail::RemoteCopy& copy, bool in_place,
+                   std::unique_ptr<MemoryRegistration> registration) noexcept;
   void remember(detail::ObjectState* object);  // into the directory
   void drop_borrow(Rank lender, ObjectId id, std::uint64_t count);
   // The object with this id that this rank shares with others (directory), or null.
   detail::ObjectState* shared_object(ObjectId id) const;
   // The same with a reference added (null when it is gone or going).
   detail::ObjectState* shared_object_ref(ObjectId id) const;
-  // Frees the held copy of `id` at `offset`, or every copy of it (kAllCopies).
+  // Frees the held copy of `id` with this RemoteCopy::tag, or every copy of it (kAllCopies).
   static constexpr std::uint64_t kAllCopies = ~std::uint64_t{0};
-  void release_held(ObjectId id, std::uint64_t offset = kAllCopies);
+  void release_held(ObjectId id, std::uint64_t tag = kAllCopies);
   void finish_fetch(detail::ObjectState* object, const Status& status);
   void heartbeat();
   void apply_node_statuses(const std::vector<NodeStatus>& statuses);
@@ -427,10 +448,14 @@ class Cluster final : public detail::Executor,
   ArenaAllocator arena_alloc_;
   ArenaMemory* shared_memory_ = nullptr;  // Array storage in the arena (never deleted)
   std::atomic<std::int64_t> exported_{0};  // objects others may pull from this rank now
+  std::atomic<std::int64_t> exposed_{0};   // of those, registered where they lie
   std::size_t node_peers_ = 0;              // other ranks whose arenas this rank maps (and they its)
   // Per rank: the pages of its arena mapped here (null where not mapped).
   std::vector<std::unique_ptr<PeerArenaPages>> peer_pages_;
   bool readers_need_progress_ = false;      // some rank reads this one's arena through the transport
+  // Large values are exported where they lie (Config::expose_bytes): the transport
+  // registers any memory, and no rank reads this one's arena where it lies.
+  bool expose_ = false;
   std::atomic<std::size_t> awaited_{0};     // pending_.size(), read without its lock
   std::atomic<std::int64_t> last_shipped_{0};  // when a task last left for another rank (Clock ticks)
   std::atomic<std::int64_t> last_served_{0};   // when a task last came from another rank (Clock ticks)

@@ -49,11 +49,17 @@ struct RemoteCopy {
   std::uint64_t length = 0;
   std::uint64_t count = 0;
   bool raw = false;
+  // `region` was registered for this copy alone (the value's own storage): read
+  // through the transport, never from a mapped arena.
+  bool own_region = false;
 
   template <class A>
   void serialize(A& ar) {
-    ar(region, offset, length, count, raw);
+    ar(region, offset, length, count, raw, own_region);
   }
+  // Names the copy among its holder's copies (the holder's arena address of its
+  // bytes, or the value's own address): what an owner sends back to free one.
+  std::uint64_t tag() const noexcept { return region.address + offset; }
 };
 
 // The cross-rank bookkeeping of one ObjectState, made the first time the object
@@ -74,6 +80,9 @@ struct DistInfo {
   // block belongs to the value and is freed with it).
   std::optional<RemoteCopy> exported;
   bool exported_in_place = false;
+  // The registration of the value's own storage, where `exported` is read there
+  // (RemoteCopy::own_region); the value is pinned while it lasts.
+  std::unique_ptr<MemoryRegistration> export_registration;
   // A pull in flight: completions to run when it ends.
   bool fetching = false;
   std::vector<std::function<void(const Status&)>> on_fetched;
