@@ -132,7 +132,7 @@ TEST(Array, AFreedVectorObjectLeavesItsStorageToTheNextPull) {
 }
 
 // A pull through the transport writes into storage the object prepares: a freed
-// vector's too, zeroed, not fresh pages.
+// vector's, not fresh pages, and over its old elements without zeroing them first.
 TEST(Array, APulledVectorIsPreparedInAFreedVectorsStorage) {
   struct Tag {
     std::uint32_t x;  // an element type of this test's own: no other spares
@@ -151,7 +151,7 @@ TEST(Array, APulledVectorIsPreparedInAFreedVectorsStorage) {
   EXPECT_EQ(reinterpret_cast<const Tag*>(dst), storage);
   EXPECT_EQ(spares.count(), 0u);
   ASSERT_EQ(pulled.value().size(), n - 8);
-  EXPECT_EQ(pulled.value()[n - 9].x, 0u);  // value-initialized, as a resize leaves it
+  EXPECT_EQ(pulled.value()[n - 9].x, 3u);  // the freed vector's element, for the pull to overwrite
   EXPECT_THROW(detail::TypedObject<std::vector<Tag>>{ObjectId{}}.prepare_raw(7, 2), SerializationError);
   pulled.abort_fetch();
 }

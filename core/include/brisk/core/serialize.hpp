@@ -553,6 +553,14 @@ class SpareVectors {
   // An empty vector whose capacity holds `n` elements and at most a quarter more,
   // or an empty vector without storage where no spare fits.
   std::vector<E> take(std::size_t n) {
+    std::vector<E> v = take_filled(n);
+    v.clear();
+    return v;
+  }
+  // The same vector with the elements it had when it was given (stale values): a
+  // vector that is to be overwritten is resized over them without writing them
+  // first (a shrink writes nothing; a growth initializes only the new tail).
+  std::vector<E> take_filled(std::size_t n) {
     std::vector<E> v;
     {
       std::lock_guard lock(mutex_);
@@ -564,12 +572,11 @@ class SpareVectors {
     release_kept_bytes(v.capacity() * sizeof(E));
     return v;
   }
-  // Keeps the storage of `v` (left empty either way) where it is large enough and
-  // the bound allows.
+  // Keeps `v` (moved out: left empty), elements and all, where its storage is large
+  // enough and the bound allows; otherwise leaves it as it is.
   void give(std::vector<E>& v) noexcept {
     const std::size_t bytes = v.capacity() * sizeof(E);
     if (bytes < kSpareVectorBytes || !reserve_kept_bytes(bytes)) return;
-    v.clear();
     try {
       std::lock_guard lock(mutex_);
       spares_.emplace(v.capacity(), std::move(v));
