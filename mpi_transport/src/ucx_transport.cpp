@@ -78,8 +78,8 @@ struct UcxTransport::Impl {
 
   // Unpacked remote keys, by owner and packed key. A key per registered object
   // (Cluster::Config::expose_bytes) would grow it without end where keys differ per
-  // registration (InfiniBand; cross-memory attach packs the same key for all): past
-  // kMaxRkeys, the keys no get is using are destroyed.
+  // registration (InfiniBand): past kMaxRkeys, the keys no get is using are
+  // destroyed.
   struct CachedKey {
     ucp_rkey_h rkey = nullptr;
     int gets = 0;  // in flight
