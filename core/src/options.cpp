@@ -414,10 +414,10 @@ constexpr std::array<OptionSpec, 33> kSpecs = {{
      "Objects up to this size travel inside task and result messages; larger ones are "
      "pulled one-sided by the rank that reads them.",
      apply_inline_bytes},
-    {"brisk-expose-bytes", "BRISK_EXPOSE_BYTES", "SIZE", "256K", kSizeExpected,
+    {"brisk-expose-bytes", "BRISK_EXPOSE_BYTES", "SIZE", "4M", kSizeExpected,
      "With ucx, on a rank whose arena no rank of its node maps (alone on its node, or "
      "--brisk-node-shm=unmapped): objects with a contiguous form (vectors of plain "
-     "elements, strings) of this size or more are read by other ranks where they lie, "
+     "elements, strings) larger than this are read by other ranks where they lie, "
      "registered with the transport, instead of from a copy in the arena; 0 = always a copy.",
      apply_expose_bytes},
     {"brisk-spill-queue", "BRISK_SPILL_QUEUE", "N", "0", "expected an integer from 0 to 1073741824",

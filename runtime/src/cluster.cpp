@@ -2066,7 +2066,7 @@ std::optional<Cluster::Export> Cluster::export_object(ObjectState* o) {
     e.in_place = true;
     return e;
   }
-  if (raw.data && expose_ && raw.length >= config_.expose_bytes) {
+  if (raw.data && expose_ && raw.length > config_.expose_bytes) {
     // Large: readers get it from the value's own storage, registered for them, with
     // no copy here first (a std::vector's bytes are read once, by the reader's get).
     // The value stays pinned (unspilled) while the registration lasts.

@@ -274,16 +274,16 @@ TEST(Cluster, LargeVectorsAreReadWhereTheyLieWhereNoRankMapsTheArena) {
   if (ranks() < 2) GTEST_SKIP() << "needs two ranks";
   const Stats before0 = stats_on(0), before_m = stats_on(m);
   const bool ucx = std::string_view(cluster().transport_name()) == "ucx";
-  const std::uint64_t n = 3 << 20;
+  const std::uint64_t n = 6 << 20;  // over --brisk-expose-bytes (4 MiB)
   auto made = brisk::task(make_bytes).resources(on(m)).remote(n, 5);
   auto put = brisk::put(make_bytes(n, 6));
-  auto small = brisk::task(make_bytes).resources(on(m)).remote(std::uint64_t{100} << 10, 7);  // under 256 KiB
+  auto small = brisk::task(make_bytes).resources(on(m)).remote(std::uint64_t{1} << 20, 7);  // under it
   for (int reader : {b, m}) {
     EXPECT_EQ(brisk::get(brisk::task(checksum).resources(on(reader)).remote(made)), checksum(make_bytes(n, 5))) << reader;
     EXPECT_EQ(brisk::get(brisk::task(checksum).resources(on(reader)).remote(put)), checksum(make_bytes(n, 6))) << reader;
   }
   EXPECT_EQ(checksum(brisk::get(made)), checksum(make_bytes(n, 5)));
-  EXPECT_EQ(brisk::get(brisk::task(checksum).resources(on(b)).remote(small)), checksum(make_bytes(100 << 10, 7)));
+  EXPECT_EQ(brisk::get(brisk::task(checksum).resources(on(b)).remote(small)), checksum(make_bytes(1 << 20, 7)));
   EXPECT_EQ(stats_on(m).exposed - before_m.exposed, ucx && before_m.node_peers == 0 ? 1u : 0u) << "the made vector";
   EXPECT_EQ(stats_on(0).exposed - before0.exposed, ucx && before0.node_peers == 0 ? 1u : 0u) << "the put vector";
   made = {};

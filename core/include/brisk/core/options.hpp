@@ -97,10 +97,10 @@ struct Options {
   // inside task and result messages; larger ones are pulled one-sided.
   std::size_t inline_bytes = 64 * 1024;
   // --brisk-expose-bytes / BRISK_EXPOSE_BYTES: with ucx, on a rank whose arena no
-  // node peer maps, larger values with a contiguous form are read by other ranks
+  // node peer maps, values with a contiguous form larger than this are read by other ranks
   // where they lie (registered with the transport), not from a copy in the arena;
   // 0 = always a copy.
-  std::size_t expose_bytes = 256 * 1024;
+  std::size_t expose_bytes = std::size_t{4} << 20;
   // --brisk-spill-queue / BRISK_SPILL_QUEUE: a rank sends ready tasks to a global
   // scheduler once more than this many wait in its local queue; 0 = 2 per worker.
   int spill_queue = 0;

@@ -95,11 +95,11 @@ class Cluster final : public detail::Executor,
   struct Config {
     JobRoles roles;
     std::size_t inline_bytes = 64 * 1024;
-    // Values with a contiguous form this large or larger are read by other ranks
+    // Values with a contiguous form larger than this are read by other ranks
     // where they lie (their storage registered with the transport) rather than from
     // a copy in the arena, where the transport can (Transport::exposes_any_memory)
     // and no rank of the node maps this rank's arena (see expose_). 0: always a copy.
-    std::size_t expose_bytes = 256 * 1024;
+    std::size_t expose_bytes = std::size_t{4} << 20;
     int spill_queue = 4;  // spill when more tasks than this wait locally
     std::chrono::milliseconds heartbeat{10};
     std::chrono::nanoseconds spin{std::chrono::microseconds(50)};  // progress thread spin when idle
