@@ -1343,11 +1343,11 @@ void Cluster::forward_result(Rank owner, TaskId task, ObjectState* result) noexc
             const std::byte* bytes = copy->own_region ? reinterpret_cast<const std::byte*>(copy->region.address)
                                                       : arena_.data() + copy->offset;
             held_.emplace(id, Held{copy->tag(), copy->offset, copy->length, bytes, exp->in_place ? result : nullptr,
-                                   owner.value, std::shared_ptr<MemoryRegistration>(std::move(exp->registration))});
+                                   owner.value, std::move(exp->registration)});
             if (exp->in_place) result->add_ref();  // the bytes are the value's: keep it until the owner frees them
           }
         }
-        if (!fresh) drop_export(result, *copy, exp->in_place, std::move(exp->registration));
+        if (!fresh) drop_export(result, copy->offset, exp->in_place, std::move(exp->registration));
         if (fresh) {
           exported_.fetch_add(1, std::memory_order_relaxed);
           if (readers_need_progress_) wake_standing_back();
@@ -1556,7 +1556,13 @@ TaskBase* Cluster::take_lineage(ObjectId id) {
 std::vector<std::pair<std::string, std::vector<std::byte>>> Cluster::held_copies() const {
   std::vector<std::pair<std::string, std::vector<std::byte>>> out;
   if (!keep_specs_) return out;
-  std::vector<std::pair<ObjectId, Held>> copies;
+  struct Copy {
+    ObjectId id;
+    std::uint64_t tag, length;
+    const std::byte* bytes;
+    int owner;
+  };
+  std::vector<Copy> copies;
   {
     std::lock_guard lock(held_mutex_);
     std::unordered_set<ObjectId> seen;
@@ -1564,12 +1570,13 @@ std::vector<std::pair<std::string, std::vector<std::byte>>> Cluster::held_copies
       // An owner's own copy dies with it, and so does its object; a dead owner's
       // object is gone. A task run twice here holds two copies of one value.
       if (h.owner == self_.value || rank_lost(Rank{h.owner}) || !seen.insert(id).second) continue;
-      copies.emplace_back(id, h);
+      copies.push_back({id, h.tag, h.length, h.bytes, h.owner});
     }
   }
   // One copy at a time under the lock (the progress thread frees held copies), and
   // only while it is still held.
-  for (const auto& [id, h] : copies) {
+  for (const Copy& h : copies) {
+    const ObjectId id = h.id;
     std::vector<std::byte> bytes;
     {
       std::lock_guard lock(held_mutex_);
@@ -1831,7 +1838,7 @@ std::optional<RemoteCopy> Cluster::local_copy(ObjectState* o) {
     if (d.exported) {
       copy = d.exported;
       lock.unlock();
-      drop_export(o, exp->copy, exp->in_place, std::move(exp->registration));  // another thread exported it meanwhile
+      drop_export(o, exp->copy.offset, exp->in_place, std::move(exp->registration));  // another thread exported it meanwhile
     } else {
       d.exported = copy;
       d.exported_in_place = exp->in_place;
@@ -2111,14 +2118,14 @@ std::optional<Cluster::Export> Cluster::export_object(ObjectState* o) {
   return e;
 }
 
-void Cluster::drop_export(ObjectState* o, const RemoteCopy& copy, bool in_place,
+void Cluster::drop_export(ObjectState* o, std::uint64_t offset, bool in_place,
                           std::unique_ptr<MemoryRegistration> registration) noexcept {
   if (registration) {
     registration.reset();  // before the value may move or go
     o->unpin();
     exposed_.fetch_sub(1, std::memory_order_relaxed);
   } else if (!in_place) {
-    arena_alloc_.free(block_of(copy.offset));
+    arena_alloc_.free(block_of(offset));
   }
 }
 
@@ -2299,7 +2306,7 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
   }
   if (d->exported) {
     exported_.fetch_sub(1, std::memory_order_relaxed);
-    drop_export(o, *d->exported, d->exported_in_place, std::move(d->export_registration));
+    drop_export(o, d->exported->offset, d->exported_in_place, std::move(d->export_registration));
     control_->add_object(ObjectRecord{id, self_, d->exported->length, true});
   }
   if (d->lineage || !d->holders.empty() || d->exported) control_->forget(id);
@@ -2325,16 +2332,9 @@ void Cluster::release_held(ObjectId id, std::uint64_t tag) {
   }
   for (Held& held : freed) {
     exported_.fetch_sub(1, std::memory_order_relaxed);
-    if (held.registration) {
-      held.registration.reset();
-      held.value->unpin();
-      exposed_.fetch_sub(1, std::memory_order_relaxed);
-    }
-    if (held.value) {
-      held.value->release();  // frees the block with the value
-    } else {
-      arena_alloc_.free(block_of(held.offset));
-    }
+    // In place (`value` set): the value's own storage, kept by the reference.
+    drop_export(held.value, held.offset, held.value != nullptr, std::move(held.registration));
+    if (held.value) held.value->release();  // frees the block with the value
     control_->add_object(ObjectRecord{id, self_, held.length, true});
   }
 }

@@ -105,6 +105,15 @@ TEST(Array, ABorrowedViewReadsMemoryItDoesNotOwnAndFreesNothing) {
   EXPECT_FALSE(detail::array_memory_is_shared(own.data()));
 }
 
+// Makes a std::vector object of `n` elements `fill` and frees it; returns where its
+// elements were (a large one's storage goes to SpareVectors<E>).
+template <class E>
+const E* free_vector_object(std::size_t n, E fill) {
+  detail::TypedObject<std::vector<E>> made{ObjectId{}};
+  made.complete(std::vector<E>(n, fill));
+  return made.value().data();
+}
+
 // A large std::vector object, once freed, leaves its storage for the next one that
 // a pull fills (the store's objects, not the program's own vectors).
 TEST(Array, AFreedVectorObjectLeavesItsStorageToTheNextPull) {
@@ -113,12 +122,7 @@ TEST(Array, AFreedVectorObjectLeavesItsStorageToTheNextPull) {
   };
   auto& spares = detail::serial::SpareVectors<Tag>::instance();
   const std::size_t n = std::size_t{1} << 18;  // 1 MiB
-  const Tag* storage = nullptr;
-  {
-    detail::TypedObject<std::vector<Tag>> made{ObjectId{}};
-    made.complete(std::vector<Tag>(n, Tag{3}));
-    storage = made.value().data();
-  }
+  const Tag* storage = free_vector_object(n, Tag{3});
   ASSERT_EQ(spares.count(), 1u);
   std::vector<Tag> bytes(n, Tag{9});
   detail::TypedObject<std::vector<Tag>> pulled{ObjectId{}};
@@ -139,12 +143,7 @@ TEST(Array, APulledVectorIsPreparedInAFreedVectorsStorage) {
   };
   auto& spares = detail::serial::SpareVectors<Tag>::instance();
   const std::size_t n = std::size_t{1} << 18;  // 1 MiB
-  const Tag* storage = nullptr;
-  {
-    detail::TypedObject<std::vector<Tag>> made{ObjectId{}};
-    made.complete(std::vector<Tag>(n, Tag{3}));
-    storage = made.value().data();
-  }
+  const Tag* storage = free_vector_object(n, Tag{3});
   ASSERT_EQ(spares.count(), 1u);
   detail::TypedObject<std::vector<Tag>> pulled{ObjectId{}};
   std::byte* dst = pulled.prepare_raw((n - 8) * sizeof(Tag), n - 8);

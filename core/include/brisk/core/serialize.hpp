@@ -603,14 +603,17 @@ inline constexpr bool kSpareVector<std::vector<E>> = !std::is_same_v<E, bool> &&
 
 // Gives vector `v`, when it cannot hold `n` elements, storage for them before anything
 // touches it: a spare vector's where one fits (kSpareVector), else, from
-// kHugePageHintBytes, fresh storage hinted for huge pages.
+// kHugePageHintBytes, fresh storage hinted for huge pages. `v`'s elements are
+// dropped; with `stale`, a spare's are kept (SpareVectors::take_filled), for a caller
+// that resizes `v` and overwrites it whole.
 template <class V>
-void reserve_hinted(V& v, std::size_t n) {
+void reserve_hinted(V& v, std::size_t n, bool stale = false) {
   const std::size_t bytes = n * sizeof(typename V::value_type);
   if (v.capacity() >= n) return;
   if constexpr (kSpareVector<V>) {
     if (bytes >= kSpareVectorBytes) {
-      if (V spare = SpareVectors<typename V::value_type>::instance().take(n); spare.capacity()) {
+      auto& spares = SpareVectors<typename V::value_type>::instance();
+      if (V spare = stale ? spares.take_filled(n) : spares.take(n); spare.capacity()) {
         v.swap(spare);
         return;
       }

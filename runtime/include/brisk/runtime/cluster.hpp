@@ -296,7 +296,7 @@ class Cluster final : public detail::Executor,
     int owner = 0;
     // The value's own storage registered (RemoteCopy::own_region): `value` is pinned
     // while it lasts.
-    std::shared_ptr<MemoryRegistration> registration;
+    std::unique_ptr<MemoryRegistration> registration;
   };
   // An owned object whose copy a committed checkpoint holds.
   struct Saved {
@@ -417,8 +417,9 @@ class Cluster final : public detail::Executor,
     std::unique_ptr<MemoryRegistration> registration;
   };
   std::optional<Export> export_object(detail::ObjectState* object);
-  // Undoes export_object: frees the arena block, or ends the registration and unpins.
-  void drop_export(detail::ObjectState* object, const detail::RemoteCopy& copy, bool in_place,
+  // Undoes export_object: frees the arena block at `offset` (a copy), or ends the
+  // registration and unpins `object`.
+  void drop_export(detail::ObjectState* object, std::uint64_t offset, bool in_place,
                    std::unique_ptr<MemoryRegistration> registration) noexcept;
   void remember(detail::ObjectState* object);  // into the directory
   void drop_borrow(Rank lender, ObjectId id, std::uint64_t count);

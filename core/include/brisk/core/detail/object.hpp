@@ -265,10 +265,7 @@ class TypedObject final : public ObjectState {
         // hinted for huge pages (over fresh 4 KiB pages, a pull of 1-256 MiB ran at
         // 0.3 GB/s on the project's VM).
         T fresh;
-        if constexpr (serial::kSpareVector<T>) {
-          if (length >= serial::kSpareVectorBytes) fresh = serial::SpareVectors<typename T::value_type>::instance().take_filled(count);
-        }
-        if constexpr (requires(T& t) { t.reserve(count); }) serial::reserve_hinted(fresh, count);
+        if constexpr (requires(T& t) { t.reserve(count); }) serial::reserve_hinted(fresh, count, /*stale=*/true);
         fresh.resize(count);
         ::new (static_cast<void*>(&storage_)) T(std::move(fresh));
       }
