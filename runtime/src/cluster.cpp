@@ -97,6 +97,13 @@ constexpr auto kStandBackNapMax = std::chrono::milliseconds(16);
 // polling without waking it, so its next look comes at most this long after.
 constexpr auto kSpinnerNap = std::chrono::microseconds(50);
 
+// A copy into the arena for a node peer is made after the message that describes
+// it goes (RemoteCopy::fill) from this size up, and published in parts of
+// kFillPart bytes, which the reader copies out as they land: the two copies overlap
+// instead of taking turns.
+constexpr std::uint64_t kFillLaterBytes = 256u << 10;
+constexpr std::uint64_t kFillPart = 64u << 10;
+
 // The arena block that holds bytes at `offset` (blocks are 64-byte aligned).
 std::uint64_t block_of(std::uint64_t offset) { return offset & ~std::uint64_t{ArenaAllocator::kAlignment - 1}; }
 
@@ -154,6 +161,40 @@ std::shared_ptr<ErrorInfo> make_error(ErrorKind kind, std::string message, std::
 }
 
 }  // namespace
+
+// Within its scope (one task's message to rank `to`, which maps this rank's arena),
+// values copied into the arena for `to` are described at once and copied when the
+// scope ends, after the message went: the reader copies each part out as it lands.
+class Cluster::FillLater {
+ public:
+  FillLater(Cluster* cluster, Rank to, bool active) : cluster_(cluster), to_(to), outer_(current_) {
+    current_ = active ? this : nullptr;
+  }
+  ~FillLater() {
+    current_ = outer_;
+    cluster_->make_fills(fills_);
+  }
+  FillLater(const FillLater&) = delete;
+  FillLater& operator=(const FillLater&) = delete;
+  // The scope of this thread for messages to `to`, or null.
+  static FillLater* for_rank(Rank to) noexcept { return current_ && current_->to_ == to ? current_ : nullptr; }
+  void reserve_one() { fills_.reserve(fills_.size() + 1); }
+  void add(const Fill& f) noexcept { fills_.push_back(f); }  // after reserve_one
+  // Makes this thread's described copies now (one that waits for a count must not
+  // wait for its own thread).
+  static void make_now() noexcept {
+    if (current_) current_->cluster_->make_fills(current_->fills_);
+  }
+
+ private:
+  Cluster* cluster_;
+  Rank to_;
+  FillLater* outer_;
+  std::vector<Fill> fills_;
+  static thread_local FillLater* current_;
+};
+
+thread_local Cluster::FillLater* Cluster::FillLater::current_ = nullptr;
 
 struct Cluster::Outbox {
   std::mutex mutex;
@@ -1011,6 +1052,9 @@ void Cluster::block_end() noexcept { local_.block_end(); }
 int Cluster::current_worker() const noexcept { return local_.current_worker(); }
 
 void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) noexcept {
+  // Arguments copied into the arena for a rank that maps it are copied once the task
+  // has gone (when this scope ends), while that rank copies them out.
+  FillLater later(this, to, !for_placement && maps_arena_here(to));
   Writer w;
   w.reserve(128);
   bool handed = false;  // the pending entry owns the result (and the task, if kept)
@@ -1823,22 +1867,31 @@ std::shared_ptr<const ErrorInfo> Cluster::lost_error(ObjectState* o, std::string
   return make_error(ErrorKind::kObjectLost, fmt::format("object {}: {}", o->id().hex(), why), "", self_.value);
 }
 
-std::optional<RemoteCopy> Cluster::local_copy(ObjectState* o) {
+std::optional<RemoteCopy> Cluster::local_copy(ObjectState* o, Rank to) {
   DistInfo& d = o->ensure_dist();
+  std::optional<RemoteCopy> copy;
   {
     std::lock_guard lock(d.mutex);
-    if (d.exported) return d.exported;
+    copy = d.exported;
   }
-  std::optional<Export> exp = export_object(o);
+  if (copy) {
+    settle_for(*copy, to);
+    return copy;
+  }
+  FillLater* later = FillLater::for_rank(to);
+  if (later) later->reserve_one();  // nothing can fail once the copy is described
+  std::optional<Export> exp = export_object(o, later != nullptr);
   if (!exp) return std::nullopt;
-  std::optional<RemoteCopy> copy = exp->copy;
+  copy = exp->copy;
   bool fresh = false;
   {
     std::unique_lock lock(d.mutex);
     if (d.exported) {
       copy = d.exported;
       lock.unlock();
+      if (exp->fill_from) o->unpin();
       drop_export(o, exp->copy.offset, exp->in_place, std::move(exp->registration));  // another thread exported it meanwhile
+      settle_for(*copy, to);
     } else {
       d.exported = copy;
       d.exported_in_place = exp->in_place;
@@ -1849,8 +1902,91 @@ std::optional<RemoteCopy> Cluster::local_copy(ObjectState* o) {
       if (readers_need_progress_) wake_standing_back();
     }
   }
+  if (fresh && exp->fill_from) {
+    o->add_ref();  // with the pin export_object took, until the copy is made
+    later->add(Fill{o, exp->fill_from, copy->offset, copy->length, copy->fill});
+  }
   if (fresh) control_->add_object(ObjectRecord{o->id(), self_, copy->length, false});
   return copy;
+}
+
+void Cluster::make_fills(std::vector<Fill>& fills) noexcept {
+  for (const Fill& f : fills) {
+    std::byte* to = arena_.data() + f.copy_offset;
+    auto* word = reinterpret_cast<std::uint64_t*>(arena_.data() + f.word);
+    for (std::uint64_t done = 0; done < f.length;) {
+      const std::uint64_t n = std::min(kFillPart, f.length - done);
+      std::memcpy(to + done, f.from + done, n);
+      done += n;
+      __atomic_store_n(word, done, __ATOMIC_RELEASE);
+    }
+    f.object->unpin();
+    f.object->release();
+    filled_later_.fetch_add(1, std::memory_order_relaxed);
+  }
+  fills.clear();
+}
+
+bool Cluster::maps_arena_here(Rank to) const noexcept {
+  return to != self_ && to.value >= 0 && static_cast<std::size_t>(to.value) < config_.peer_arenas.size() &&
+         !config_.peer_arenas[static_cast<std::size_t>(to.value)].empty();
+}
+
+void Cluster::settle_for(const RemoteCopy& copy, Rank to) {
+  if (!copy.fill || (copy.region.owner == self_ && maps_arena_here(to))) return;
+  await_fill(copy, copy.length);  // a lost holder: the reader finds it lost too
+}
+
+const std::uint64_t* Cluster::fill_word(const RemoteCopy& copy) const noexcept {
+  const Rank holder = copy.region.owner;
+  std::span<const std::byte> arena;
+  if (holder == self_) {
+    arena = arena_;
+  } else if (holder.value >= 0 && static_cast<std::size_t>(holder.value) < config_.peer_arenas.size()) {
+    arena = config_.peer_arenas[static_cast<std::size_t>(holder.value)];
+  }
+  if (copy.fill % sizeof(std::uint64_t) != 0 || arena.size() < sizeof(std::uint64_t) ||
+      copy.fill > arena.size() - sizeof(std::uint64_t)) {
+    return nullptr;
+  }
+  return reinterpret_cast<const std::uint64_t*>(arena.data() + copy.fill);
+}
+
+std::uint64_t Cluster::await_fill(const RemoteCopy& copy, std::uint64_t at_least) {
+  const std::uint64_t* word = fill_word(copy);
+  if (!word) return copy.length;  // not readable here: not one this rank was sent to read
+  std::uint64_t seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  if (seen >= at_least) return seen;
+  FillLater::make_now();
+  const Rank holder = copy.region.owner;
+  // The holder copies at memory speed once it has sent the message: spin a little,
+  // then give the core away (its copying thread may share it), then nap. A progress
+  // thread that waits cannot hear of the holder's death: it gives up after the
+  // failure timeout without progress, as a global scheduler would.
+  auto last = Clock::now();
+  for (unsigned i = 0;; ++i) {
+    const std::uint64_t now_seen = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+    if (now_seen >= at_least) return now_seen;
+    if (now_seen != seen) {
+      seen = now_seen;
+      last = Clock::now();
+      i = 0;
+      continue;
+    }
+    if (rank_lost(holder)) return seen;
+    if (i < 256) {
+      detail::cpu_relax();
+    } else if (i < 4096) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (t_on_progress_thread && keep_specs_ && Clock::now() - last > config_.failure_timeout) {
+        on_rank_lost(holder, unavailable(fmt::format("it stopped copying object bytes into its arena for {} ms",
+                                                     config_.failure_timeout.count())));
+        return seen;
+      }
+    }
+  }
 }
 
 void Cluster::relocate(ObjectState* o) noexcept {
@@ -1950,7 +2086,7 @@ void Cluster::relocated(ObjectState* o, std::optional<RemoteCopy> copy, std::sha
   std::shared_ptr<const ErrorInfo> refusal = lost;
   if (!locators.empty() && !lost && !copy) {
     try {
-      answer = local_copy(o);
+      answer = local_copy(o, kAnyRank);
       if (!answer) refusal = lost_error(o, "its owner has the value but no room in its arena to lend it");
     } catch (const std::exception& e) {
       answer.reset();
@@ -2055,7 +2191,7 @@ void Cluster::handle_located(Rank from, Reader& r) {
 // ---------------------------------------------------------------------------
 // Objects across ranks.
 
-std::optional<Cluster::Export> Cluster::export_object(ObjectState* o) {
+std::optional<Cluster::Export> Cluster::export_object(ObjectState* o, bool later) {
   if (!arena_registration_) return std::nullopt;  // no one-sided path: inline
   Pinned pinned(o);
   Export e;
@@ -2098,14 +2234,25 @@ std::optional<Cluster::Export> Cluster::export_object(ObjectState* o) {
     // one-sided copy between buffers of the same alignment runs at full speed, one
     // between 16 and 0 mod 64 at a fifth of it (MPI_Get over Open MPI 4.1 here).
     const std::uint64_t skew = reinterpret_cast<std::uintptr_t>(raw.data) % ArenaAllocator::kAlignment;
-    auto offset = arena_alloc_.allocate(raw.length + skew);
+    // Described now, copied later: the count of bytes copied follows the bytes, on a
+    // cache line of its own.
+    const bool described = later && raw.length >= kFillLaterBytes;
+    constexpr std::uint64_t kLine = ArenaAllocator::kAlignment;
+    const std::uint64_t word_at = (skew + raw.length + kLine - 1) / kLine * kLine;
+    auto offset = arena_alloc_.allocate(described ? word_at + kLine : raw.length + skew);
     if (!offset) return std::nullopt;
-    *offset += skew;
-    if (raw.length) std::memcpy(arena_.data() + *offset, raw.data, raw.length);
-    copy.offset = *offset;
+    copy.offset = *offset + skew;
     copy.length = raw.length;
     copy.count = raw.count;
     copy.raw = true;
+    if (described) {
+      copy.fill = *offset + word_at;
+      __atomic_store_n(reinterpret_cast<std::uint64_t*>(arena_.data() + copy.fill), std::uint64_t{0}, __ATOMIC_RELEASE);
+      e.fill_from = bytes;
+      o->pin();  // until the copy is made (the caller's Fill), or the export dropped
+    } else if (raw.length) {
+      std::memcpy(arena_.data() + copy.offset, raw.data, raw.length);
+    }
     return e;
   }
   Writer w;
@@ -2140,7 +2287,7 @@ void Cluster::remember(ObjectState* o) {
   directory_[o->id()] = o;
 }
 
-void Cluster::encode_object(Writer& w, ObjectState* o, Rank) {
+void Cluster::encode_object(Writer& w, ObjectState* o, Rank to) {
   const ObjectId id = o->id();
   if (o->has_error()) {
     w(detail::kObjError, id.hi, id.lo);
@@ -2164,11 +2311,13 @@ void Cluster::encode_object(Writer& w, ObjectState* o, Rank) {
     return;
   }
   if (!copy) {
-    copy = local_copy(o);
+    copy = local_copy(o, to);
     if (!copy) {
       write_inline(w, o);  // no room in the arena: inline (frames carry up to 1 GiB)
       return;
     }
+  } else {
+    settle_for(*copy, to);
   }
   // Lend one reference to whoever decodes this; they give it back when done.
   remember(o);
@@ -2402,8 +2551,29 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
       pages->prepare_read(src, copy.length);  // read below, or by the task where it lies
     }
     Status st;
+    bool holder_lost = false;
     try {
-      if (copy.raw) {
+      if (copy.fill && copy.raw) {
+        // Still being copied into the holder's arena: each part is copied out as it
+        // lands, into private memory as below.
+        detail::PrivateArrays private_arrays;
+        std::byte* dst = o->prepare_raw(copy.length, copy.count);
+        std::uint64_t done = 0;
+        while (done < copy.length) {
+          const std::uint64_t ready = std::min(await_fill(copy, done + 1), copy.length);
+          if (ready <= done) break;  // the holder is lost
+          std::memcpy(dst + done, src + done, ready - done);
+          done = ready;
+        }
+        if (done < copy.length) {
+          o->abort_fetch();
+          holder_lost = true;
+        } else {
+          o->commit_fetched();
+        }
+      } else if (copy.fill && await_fill(copy, copy.length) < copy.length) {
+        holder_lost = true;
+      } else if (copy.raw) {
         // A brisk::Array in another rank's arena is read where it lies. (One in this
         // rank's own arena is copied: freeing a view there would free the block.)
         if (shared && o->adopt_raw(src, copy.length, copy.count)) {
@@ -2425,7 +2595,11 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
     } catch (const std::exception& e) {
       st = internal_error(fmt::format("reading object {} from the arena of rank {}: {}", o->id().hex(), holder.value, e.what()));
     }
-    fetches_in_flight_.fetch_add(1, std::memory_order_relaxed);  // finish_fetch counts it out
+    fetches_in_flight_.fetch_add(1, std::memory_order_relaxed);  // finish_fetch (or retry_pull) counts it out
+    if (holder_lost) {
+      retry_pull(o);  // it died while it copied: the copy is made again or asked for
+      return;
+    }
     finish_fetch(o, st);
     return;
   }
@@ -2878,6 +3052,7 @@ ClusterStats Cluster::stats() const {
     std::lock_guard lock(held_mutex_);
     s.held = held_.size();
   }
+  s.filled_later = filled_later_.load(std::memory_order_relaxed);
   s.exposed = static_cast<std::size_t>(std::max<std::int64_t>(0, exposed_.load(std::memory_order_relaxed)));
   {
     std::lock_guard lock(pending_mutex_);

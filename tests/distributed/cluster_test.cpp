@@ -118,17 +118,31 @@ std::vector<double> sum_twice(brisk::Ref<brisk::Array<double>> ref, int ms) {
 BRISK_REMOTE(sum_twice);
 
 struct NodeCounts {
-  std::uint64_t fetches, fetched_shared, borrowed, node_peers;
+  std::uint64_t fetches, fetched_shared, borrowed, node_peers, filled_later, arena_bytes;
   template <class A>
   void serialize(A& ar) {
-    ar(fetches, fetched_shared, borrowed, node_peers);
+    ar(fetches, fetched_shared, borrowed, node_peers, filled_later, arena_bytes);
   }
 };
 NodeCounts node_counts() {
   const auto s = cluster().stats();
-  return {s.fetches, s.fetched_shared, s.borrowed, s.node_peers};
+  return {s.fetches, s.fetched_shared, s.borrowed, s.node_peers, s.filled_later, s.arena_bytes};
 }
 BRISK_REMOTE(node_counts);
+
+// Every byte counts (checksum samples).
+std::uint64_t full_hash(const std::vector<std::uint8_t>& v) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (std::uint8_t x : v) h = (h ^ x) * 1099511628211ULL;
+  return h;
+}
+BRISK_REMOTE(full_hash);
+
+// Reads a Ref on rank `to` through a task this one submits (the Ref passed on).
+std::uint64_t hash_on(brisk::Ref<std::vector<std::uint8_t>> ref, int to) {
+  return brisk::get(brisk::task(full_hash).resources(on(to)).remote(ref));
+}
+BRISK_REMOTE(hash_on);
 
 double widen(double x) { return x * 2; }
 BRISK_REMOTE(widen);
@@ -238,6 +252,31 @@ TEST(Cluster, ObjectsOfOneNodeAreReadFromTheMakersArena) {
   EXPECT_EQ(after.borrowed - before.borrowed, 1u) << "the Array in place, the vector copied";
   array = {};
   bytes = {};
+  EXPECT_TRUE(all_released(20s));
+}
+
+// A large vector sent to a rank of the node is copied into the sender's arena after
+// the task went, while the reader copies each part out as it lands: every byte
+// arrives, for two readers of the same copy, and where a reader passes the Ref on
+// (it waits for the whole copy first).
+TEST(Cluster, OneNodeReadersCopyALargeVectorOutAsItsMakerCopiesItIn) {
+  const int a = 0, b = ranks() - 1, c = 1;
+  if (b == a) GTEST_SKIP() << "needs two ranks";
+  const NodeCounts before = brisk::get(brisk::task(node_counts).resources(on(a)).remote());
+  if (before.node_peers == 0) GTEST_SKIP() << "no arena of this node is mapped (--brisk-node-shm=off or unmapped)";
+  const std::uint64_t n = 6 << 20;
+  if (before.arena_bytes < 4 * n) GTEST_SKIP() << "the arena is too small for the copy";
+  const std::uint64_t expected = full_hash(make_bytes(n, 5));
+  auto v = brisk::put(make_bytes(n, 5));  // made here: copied into this rank's arena for the readers
+  auto first = brisk::task(full_hash).resources(on(b)).remote(v);
+  auto second = brisk::task(full_hash).resources(on(c)).remote(v);
+  auto passed = brisk::task(hash_on).resources(on(b)).remote(v, ranks() > 2 ? c : a);
+  EXPECT_EQ(brisk::get(first), expected);
+  EXPECT_EQ(brisk::get(second), expected);
+  EXPECT_EQ(brisk::get(passed), expected);
+  const NodeCounts after = brisk::get(brisk::task(node_counts).resources(on(a)).remote());
+  EXPECT_EQ(after.filled_later - before.filled_later, 1u) << "one copy, made after the first task went";
+  v = {};
   EXPECT_TRUE(all_released(20s));
 }
 

@@ -66,6 +66,8 @@ struct ClusterStats {
   std::uint64_t fetched_shared = 0;   // of the pulls, those read from a node peer's mapped arena
   std::uint64_t borrowed = 0;         // of those, values read where they lie (no copy)
   std::size_t exposed = 0;            // values exported where they lie, registered (Config::expose_bytes)
+  std::uint64_t filled_later = 0;     // copies into the arena made after the task that reads them went
+                                      // to a node peer, which copied them out as they landed
   std::size_t node_peers = 0;         // other ranks whose arenas this rank maps
   std::uint64_t malformed = 0;        // messages dropped as malformed
   std::uint64_t scheduler_stalls = 0;  // heartbeat checks of this rank's global scheduler that came a
@@ -374,9 +376,35 @@ class Cluster final : public detail::Executor,
   void keep_lineage(ObjectId id, detail::TaskBase* task);
   // Takes the kept task of `id` out of the lineage (null when none is kept).
   detail::TaskBase* take_lineage(ObjectId id);
-  // Where a peer can pull this rank's own resident value from: its export, made
-  // now if there is none (nullopt when the arena has no room).
-  std::optional<detail::RemoteCopy> local_copy(detail::ObjectState* object);
+  // Where rank `to` can pull this rank's own resident value from: its export, made
+  // now if there is none (nullopt when the arena has no room). Inside a FillLater
+  // scope for `to`, a new copy into the arena is described before it is made (see
+  // RemoteCopy::fill); otherwise the copy returned is complete for any reader where
+  // `to` does not map this rank's arena (kAnyRank: never).
+  static constexpr Rank kAnyRank{-1};
+  std::optional<detail::RemoteCopy> local_copy(detail::ObjectState* object, Rank to);
+  // Arena copies described before they are made (RemoteCopy::fill).
+  struct Fill {
+    detail::ObjectState* object;  // pinned, one reference held, until the copy is made
+    const std::byte* from;
+    std::uint64_t copy_offset;  // of the bytes in the arena
+    std::uint64_t length;
+    std::uint64_t word;  // arena offset of the count of bytes copied
+  };
+  class FillLater;
+  // Makes the copies (publishing each part as it lands), then unpins and releases.
+  void make_fills(std::vector<Fill>& fills) noexcept;
+  // Whether rank `to` maps this rank's arena (and so can watch a fill's count).
+  bool maps_arena_here(Rank to) const noexcept;
+  // Waits until `copy` is complete where it is not for `to` (a copy still being
+  // filled goes only from its holder to a rank that maps its arena).
+  void settle_for(const detail::RemoteCopy& copy, Rank to);
+  // The count of bytes copied so far of `copy` (RemoteCopy::fill), where this rank
+  // maps its holder's arena; null otherwise (or where the offset is out of range).
+  const std::uint64_t* fill_word(const detail::RemoteCopy& copy) const noexcept;
+  // Waits until the fill count of `copy` reaches at least `at_least` (and returns the
+  // count seen), or its holder is lost (returns what it saw then, less than asked).
+  std::uint64_t await_fill(const detail::RemoteCopy& copy, std::uint64_t at_least);
   void handle_locate(Rank from, Reader& r);
   void handle_located(Rank from, Reader& r);
   std::shared_ptr<const ErrorInfo> lost_error(detail::ObjectState* object, std::string why);
@@ -415,8 +443,12 @@ class Cluster final : public detail::Executor,
     detail::RemoteCopy copy;
     bool in_place = false;
     std::unique_ptr<MemoryRegistration> registration;
+    // Set where the copy into the arena is still to be made (`later`), from here.
+    const std::byte* fill_from = nullptr;
   };
-  std::optional<Export> export_object(detail::ObjectState* object);
+  // `later`: a copy into the arena of a large contiguous value is only described
+  // (RemoteCopy::fill, count zero); the caller makes it (Fill).
+  std::optional<Export> export_object(detail::ObjectState* object, bool later = false);
   // Undoes export_object: frees the arena block at `offset` (a copy), or ends the
   // registration and unpins `object`.
   void drop_export(detail::ObjectState* object, std::uint64_t offset, bool in_place,
@@ -450,6 +482,7 @@ class Cluster final : public detail::Executor,
   ArenaMemory* shared_memory_ = nullptr;  // Array storage in the arena (never deleted)
   std::atomic<std::int64_t> exported_{0};  // objects others may pull from this rank now
   std::atomic<std::int64_t> exposed_{0};   // of those, registered where they lie
+  std::atomic<std::uint64_t> filled_later_{0};  // ClusterStats::filled_later
   std::size_t node_peers_ = 0;              // other ranks whose arenas this rank maps (and they its)
   // Per rank: the pages of its arena mapped here (null where not mapped).
   std::vector<std::unique_ptr<PeerArenaPages>> peer_pages_;

@@ -52,10 +52,16 @@ struct RemoteCopy {
   // `region` was registered for this copy alone (the value's own storage): read
   // through the transport, never from a mapped arena.
   bool own_region = false;
+  // Nonzero: the holder was still copying the bytes into its arena when it described
+  // the copy (it sends the message first and copies after, so that a reader on its
+  // node copies each part out as it lands). `fill` is then the arena offset of a u64
+  // that counts the bytes copied so far, up to `length`. Such a copy goes only to
+  // ranks that map the holder's arena; one that forwards it waits for the count.
+  std::uint64_t fill = 0;
 
   template <class A>
   void serialize(A& ar) {
-    ar(region, offset, length, count, raw, own_region);
+    ar(region, offset, length, count, raw, own_region, fill);
   }
   // Names the copy among its holder's copies (the holder's arena address of its
   // bytes, or the value's own address): what an owner sends back to free one.
