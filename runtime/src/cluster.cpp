@@ -1945,7 +1945,10 @@ const std::uint64_t* Cluster::fill_word(const RemoteCopy& copy) const noexcept {
   } else if (holder.value >= 0 && static_cast<std::size_t>(holder.value) < config_.peer_arenas.size()) {
     arena = config_.peer_arenas[static_cast<std::size_t>(holder.value)];
   }
-  if (copy.fill % sizeof(std::uint64_t) != 0 || arena.size() < sizeof(std::uint64_t) ||
+  // The count lies on the cache line after the bytes (export_object).
+  const std::uint64_t end = copy.offset + copy.length;
+  if (copy.fill % sizeof(std::uint64_t) != 0 || end < copy.offset || copy.fill < end ||
+      copy.fill - end >= ArenaAllocator::kAlignment || arena.size() < sizeof(std::uint64_t) ||
       copy.fill > arena.size() - sizeof(std::uint64_t)) {
     return nullptr;
   }
