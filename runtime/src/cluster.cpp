@@ -946,6 +946,13 @@ void Cluster::submit(TaskBase* task) noexcept {
     const bool balance = gs == self_ && local_.queued() > 0 && idle_elsewhere_.load(std::memory_order_relaxed);
     if (must_move || actor || balance || local_.queued() >= config_.spill_queue) {
       if (gs != self_) {
+        // Only one live rank can ever run it (a `rankN` resource, say): it goes there
+        // at once, with no stop at the global scheduler, which could choose no other.
+        const Rank only = must_move && !actor ? sole_node(*demand) : Rank{-1};
+        if (only.value >= 0) {
+          ship(task, only, false);
+          return;
+        }
         ship(task, gs, true);
         return;
       }
@@ -1167,6 +1174,27 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
 
 // ---------------------------------------------------------------------------
 // Global scheduler.
+
+Rank Cluster::sole_node(const std::map<std::string, double>& demand) const {
+  std::lock_guard lock(gs_mutex_);
+  int only = -1;
+  for (int r = 0; r < size_; ++r) {
+    const NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
+    if (!n.alive || rank_lost(Rank{r})) continue;
+    bool fits = true;
+    for (const auto& [name, amount] : demand) {
+      auto it = n.capacity.find(name);
+      if (amount > (it == n.capacity.end() ? 0.0 : it->second) + 1e-9) {
+        fits = false;
+        break;
+      }
+    }
+    if (!fits) continue;
+    if (only >= 0) return Rank{-1};
+    only = r;
+  }
+  return Rank{only};
+}
 
 Rank Cluster::choose_node(const std::map<std::string, double>& demand,
                           const std::vector<std::pair<int, std::uint64_t>>& hints, bool actor) {
@@ -1919,6 +1947,7 @@ void Cluster::make_fills(std::vector<Fill>& fills) noexcept {
       std::memcpy(to + done, f.from + done, n);
       done += n;
       __atomic_store_n(word, done, __ATOMIC_RELEASE);
+      if (done == n && fill_hook_) fill_hook_();
     }
     f.object->unpin();
     f.object->release();

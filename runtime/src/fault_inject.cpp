@@ -21,7 +21,8 @@ namespace {
 constexpr const char* kExpected =
     "expected kill:RANK:MIN-MAX[:SEED] (milliseconds), kill-at-task:RANK:MIN-MAX[:SEED] (data tasks), "
     "kill-in-checkpoint:RANK:MIN-MAX[:SEED] (checkpoints), kill-after-checkpoint-report:RANK:MIN-MAX[:SEED], "
-    "stall-in-checkpoint:RANK:MIN-MAX[:SEED] or checkpoint-stall";
+    "stall-in-checkpoint:RANK:MIN-MAX[:SEED], kill-in-fill:RANK:MIN-MAX[:SEED] (copies described first) or "
+    "checkpoint-stall";
 
 template <class T>
 std::optional<T> number(std::string_view s) {
@@ -73,6 +74,8 @@ StatusOr<std::optional<KillPlan>> parse_fault_inject(std::string_view value) {
     plan.unit = KillPlan::Unit::kCheckpointParts;
   } else if (parts[0] == "kill-after-checkpoint-report") {
     plan.unit = KillPlan::Unit::kCheckpointReports;
+  } else if (parts[0] == "kill-in-fill") {
+    plan.unit = KillPlan::Unit::kFills;
   } else if (parts[0] == "stall-in-checkpoint") {
     plan.unit = KillPlan::Unit::kCheckpointParts;
     plan.stall = true;
@@ -114,6 +117,8 @@ std::function<void()> arm_fault_injection(const KillPlan& plan, int rank) {
     auto left = std::make_shared<std::atomic<int>>(std::max(1, point));
     const std::string when =
         plan.unit == KillPlan::Unit::kDataTasks ? fmt::format("at its data task {}", point)
+        : plan.unit == KillPlan::Unit::kFills
+            ? fmt::format("in copy {} it makes into its arena after describing it, its first part published", point)
         : plan.unit == KillPlan::Unit::kCheckpointReports
             ? fmt::format("after it reported checkpoint part {} it wrote", point)
             : fmt::format("in checkpoint part {} it writes, its shard (if it had partitions) written and not yet reported",

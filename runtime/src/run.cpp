@@ -495,6 +495,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     });
     data->set_rollback_limit(std::chrono::milliseconds(std::max(10000, 5 * options.failure_timeout_ms)));
     arm_task_kills(kill_plans, rank, *data);
+    if (auto hook = arm_fault_injections(kill_plans, KillPlan::Unit::kFills, rank)) cluster->set_fill_hook(std::move(hook));
     cluster->start();
   } else {
     data = std::make_unique<RuntimeDataPlane>(rank, size, node.scheduler(), nullptr, node.events(), options.templates);

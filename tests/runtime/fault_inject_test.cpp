@@ -35,6 +35,7 @@ TEST(FaultInject, AKillAtADataTaskFiresOnceAtTheDrawnTask) {
   EXPECT_GE(n, 10);
   EXPECT_LE(n, 20);
   EXPECT_EQ((*parse_fault_inject("kill:1:10-20"))->unit, KillPlan::Unit::kMilliseconds);
+  EXPECT_EQ((*parse_fault_inject("kill-in-fill:1:1-1"))->unit, KillPlan::Unit::kFills);
   // Another rank: nothing armed. (The rank named would be killed at task n.)
   EXPECT_FALSE(arm_fault_injection(k, 0));
 }

@@ -252,6 +252,9 @@ class Cluster final : public detail::Executor,
   // roles are taken care of; for the parts of the runtime that cannot run through
   // the loss. Set before start().
   void set_loss_handler(std::function<void(Rank)> handler) { loss_handler_ = std::move(handler); }
+  // Called as each copy described before it was made (RemoteCopy::fill) has its first
+  // part published (fault injection: kill-in-fill). Set before start().
+  void set_fill_hook(std::function<void()> hook) { fill_hook_ = std::move(hook); }
 
   ClusterStats stats() const;
   // Sends `bytes` to `to` exactly as given (tests of the receiving side's checks).
@@ -430,6 +433,8 @@ class Cluster final : public detail::Executor,
   void ship(detail::TaskBase* task, Rank to, bool for_placement, bool rebuild = false) noexcept;
   // Global scheduler: picks a rank for a task spec and forwards it there.
   void place(std::span<const std::byte> record);
+  // The one live rank whose capacity meets `demand`, or Rank{-1} (none, or several).
+  Rank sole_node(const std::map<std::string, double>& demand) const;
   // `actor`: an actor's constructor (actors are spread over the ranks).
   Rank choose_node(const std::map<std::string, double>& demand,
                    const std::vector<std::pair<int, std::uint64_t>>& hints, bool actor = false);
@@ -471,6 +476,7 @@ class Cluster final : public detail::Executor,
   LocalScheduler& local_;
   std::function<void(Rank, std::span<const std::byte>)> data_handler_;
   std::function<void(Rank)> loss_handler_;
+  std::function<void()> fill_hook_;
   std::function<void(Rank, std::span<const std::byte>)> checkpoint_report_handler_;
   EventLog* events_;
   Config config_;
@@ -512,7 +518,7 @@ class Cluster final : public detail::Executor,
   std::unordered_multimap<ObjectId, Held> held_;
 
   // Global scheduler state (ranks hosting a scheduler).
-  std::mutex gs_mutex_;
+  mutable std::mutex gs_mutex_;
   std::vector<NodeLoad> nodes_;
   bool is_scheduler_ = false;
   std::atomic<bool> idle_elsewhere_{false};  // another rank had an idle core at its last heartbeat

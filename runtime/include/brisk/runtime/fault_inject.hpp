@@ -5,6 +5,7 @@
 //   BRISK_FAULT_INJECT=kill-in-checkpoint:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=kill-after-checkpoint-report:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=stall-in-checkpoint:RANK:MIN-MAX[:SEED]
+//   BRISK_FAULT_INJECT=kill-in-fill:RANK:MIN-MAX[:SEED]
 //   BRISK_FAULT_INJECT=kill-at-task:2:100-200,kill-at-task:3:900-1000   (several)
 //
 // Rank RANK SIGKILLs itself at a time drawn uniformly from [MIN, MAX] milliseconds
@@ -15,7 +16,9 @@
 // sharded checkpoints; stall-in-checkpoint instead stops that rank's main thread
 // there for good, as a hung file system would, while the rest of the rank runs on;
 // kill-after-checkpoint-report dies once its report is sent, so that rank 0 may
-// commit the part of a rank that is dead or about to be),
+// commit the part of a rank that is dead or about to be), or in the N-th copy into
+// its arena that it makes after the message describing it went, once the first part
+// is published (kill-in-fill: a node peer is copying it out meanwhile),
 // from a generator seeded with SEED (default 1), so that a
 // failing run can be repeated. Every rank parses the value; a malformed one stops
 // the job at start with a message naming what was wrong. The value
@@ -33,7 +36,7 @@
 namespace brisk {
 
 struct KillPlan {
-  enum class Unit { kMilliseconds, kDataTasks, kCheckpointParts, kCheckpointReports };
+  enum class Unit { kMilliseconds, kDataTasks, kCheckpointParts, kCheckpointReports, kFills };
   Unit unit = Unit::kMilliseconds;
   int rank = 0;
   int min_ms = 0;
@@ -52,8 +55,9 @@ StatusOr<std::optional<KillPlan>> parse_fault_inject(std::string_view value);
 StatusOr<std::vector<KillPlan>> parse_fault_injects(std::string_view value);
 
 // If `rank` is plan.rank: with milliseconds, starts a detached thread that SIGKILLs
-// this process after plan.delay_ms(); with data tasks (checkpoints), returns a
-// function to call as each data task starts (as each checkpoint part is written),
+// this process after plan.delay_ms(); with data tasks (checkpoints, fills), returns a
+// function to call as each data task starts (as each checkpoint part is written, as
+// each described copy has its first part made),
 // which SIGKILLs the process at the drawn one. It says so on stderr first.
 std::function<void()> arm_fault_injection(const KillPlan& plan, int rank);
 // The plans of `unit` for `rank` armed together: one function that calls each, or
