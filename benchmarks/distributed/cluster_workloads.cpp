@@ -1,7 +1,8 @@
 // The multi-rank workloads, each beside what the same job measures without brisk:
 //
 //   remote_e2e       get(task pinned to rank 1) from the driver, against a raw MPI
-//                    Send/Recv round trip of 8 bytes;
+//                    Send/Recv round trip of 8 bytes; with 3 ranks or more, also
+//                    from a task on rank 1 to rank 2;
 //   object_transfer  a std::vector, then a brisk::Array, made on rank A and read by a
 //                    task on rank B that reads every byte, against raw MPI_Get (of
 //                    clean bytes, of bytes just rewritten, and of those followed by
@@ -599,6 +600,24 @@ std::vector<std::uint64_t> spawn(std::uint64_t children) {
 }
 BRISK_REMOTE(spawn);
 
+// get(task pinned to rank `to`) from a task on this rank, `iterations` times after a
+// tenth as many for warm-up: the median, p10 and p90 in microseconds, and how many
+// ran elsewhere (none should).
+std::vector<double> e2e_from_here(int to, int iterations) {
+  for (int i = 0; i < std::max(100, iterations / 10); ++i) brisk::get(brisk::task(where).resources(on(to)).remote());
+  std::vector<double> lat;
+  lat.reserve(static_cast<std::size_t>(iterations));
+  int elsewhere = 0;
+  for (int i = 0; i < iterations; ++i) {
+    const auto t0 = Clock::now();
+    elsewhere += brisk::get(brisk::task(where).resources(on(to)).remote()) != to;
+    lat.push_back(us_since(t0));
+  }
+  const Summary s = summarize(lat);
+  return {s.median, s.p10, s.p90, static_cast<double>(elsewhere)};
+}
+BRISK_REMOTE(e2e_from_here);
+
 // The counters that matter, of the rank it runs on.
 struct Counters {
   std::uint64_t frames_sent, tasks_sent, tasks_received, tasks_placed, results_received, fetches, fetched_bytes,
@@ -692,6 +711,24 @@ void remote_e2e(const Job& job) {
                                    ",\"p90\":" + number(raw.p90) + ",\"unit\":\"us/round_trip\"}")
       .num("ratio_to_raw", s.median / raw.median)
       .raw("cluster", cluster_json(before, counters_all()))
+      .emit();
+  if (job.ranks < 3) return;
+  // The same from a task on rank 1 (no global scheduler there by default) to rank 2:
+  // a task only one rank can run goes straight there.
+  const auto before_workers = counters_all();
+  const std::vector<double> w =
+      brisk::get(brisk::task(e2e_from_here).resources(on(1)).remote(2, iterations));
+  if (w[3] > 0) std::fprintf(stderr, "remote_e2e_between_workers: %.0f tasks did not run on rank 2\n", w[3]);
+  job.line("remote_e2e_between_workers")
+      .integer("iterations", iterations)
+      .integer("from", 1)
+      .integer("to", 2)
+      .num("median", w[0])
+      .num("p10", w[1])
+      .num("p90", w[2])
+      .text("unit", "us")
+      .num("ratio_to_raw", w[0] / raw.median)
+      .raw("cluster", cluster_json(before_workers, counters_all()))
       .emit();
 }
 
