@@ -252,6 +252,9 @@ Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, 
     if (static_cast<std::size_t>(r) < config_.node_resources.size()) n.capacity = config_.node_resources[static_cast<std::size_t>(r)];
     auto cpu = n.capacity.find("CPU");
     n.cpus = std::max(1.0, cpu == n.capacity.end() ? 1.0 : cpu->second);
+    for (const auto& [name, amount] : n.capacity) {
+      if (amount > 0) resource_ranks_[name].push_back(r);
+    }
   }
   control_ = std::make_unique<ControlPlane>(self_, config_.roles);
   transport_.set_message_handler([this](Rank from, std::span<const std::byte> bytes) { handle_message(from, bytes); });
@@ -1176,24 +1179,26 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
 // Global scheduler.
 
 Rank Cluster::sole_node(const std::map<std::string, double>& demand) const {
-  std::lock_guard lock(gs_mutex_);
-  int only = -1;
-  for (int r = 0; r < size_; ++r) {
-    const NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
-    if (!n.alive || rank_lost(Rank{r})) continue;
-    bool fits = true;
-    for (const auto& [name, amount] : demand) {
-      auto it = n.capacity.find(name);
-      if (amount > (it == n.capacity.end() ? 0.0 : it->second) + 1e-9) {
-        fits = false;
-        break;
-      }
-    }
-    if (!fits) continue;
-    if (only >= 0) return Rank{-1};
-    only = r;
+  // The demanded resource that the fewest ranks have: it settles the question when
+  // one rank alone has it (a few lookups per task, whatever the job's size).
+  const std::vector<int>* fewest = nullptr;
+  for (const auto& [name, amount] : demand) {
+    if (amount <= 0) continue;
+    auto it = resource_ranks_.find(name);
+    if (it == resource_ranks_.end()) return Rank{-1};  // no rank has it: the scheduler says so
+    if (!fewest || it->second.size() < fewest->size()) fewest = &it->second;
   }
-  return Rank{only};
+  if (!fewest || fewest->size() != 1) return Rank{-1};
+  const int r = fewest->front();
+  if (rank_lost(Rank{r})) return Rank{-1};
+  std::lock_guard lock(gs_mutex_);
+  const NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
+  if (!n.alive) return Rank{-1};
+  for (const auto& [name, amount] : demand) {
+    auto it = n.capacity.find(name);
+    if (amount > (it == n.capacity.end() ? 0.0 : it->second) + 1e-9) return Rank{-1};
+  }
+  return Rank{r};
 }
 
 Rank Cluster::choose_node(const std::map<std::string, double>& demand,

@@ -520,6 +520,8 @@ class Cluster final : public detail::Executor,
   // Global scheduler state (ranks hosting a scheduler).
   mutable std::mutex gs_mutex_;
   std::vector<NodeLoad> nodes_;
+  // Per resource name, the ranks whose capacity has some of it (fixed at start).
+  std::unordered_map<std::string, std::vector<int>> resource_ranks_;
   bool is_scheduler_ = false;
   std::atomic<bool> idle_elsewhere_{false};  // another rank had an idle core at its last heartbeat
   std::uint64_t heartbeat_sequence_ = 0;
