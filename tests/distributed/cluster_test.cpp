@@ -80,6 +80,16 @@ int fan_out(int n) {
 }
 BRISK_REMOTE(fan_out);
 
+// Runs `n` tasks pinned to rank `to` from wherever it runs; how many ran there.
+int pinned_from_here(int to, int n) {
+  std::vector<brisk::Ref<int>> kids;
+  for (int i = 0; i < n; ++i) kids.push_back(brisk::task(whoami).resources(on(to)).remote());
+  int there = 0;
+  for (auto& k : kids) there += brisk::get(k) == to;
+  return there;
+}
+BRISK_REMOTE(pinned_from_here);
+
 // Reads a Ref handle on whatever rank it runs.
 std::uint64_t read_handle(brisk::Ref<std::vector<std::uint8_t>> ref) { return checksum(brisk::get(ref)); }
 BRISK_REMOTE(read_handle);
@@ -202,6 +212,16 @@ TEST(Cluster, RunsWhereTheResourceIs) {
   for (int r = 0; r < ranks(); ++r) {
     EXPECT_EQ(brisk::get(brisk::task(whoami).resources(on(r)).remote()), r);
   }
+}
+
+// A task only one rank can run goes there straight from the rank that submits it:
+// rank 0, the global scheduler here, places none of rank 1's tasks for rank 2.
+TEST(Cluster, ATaskOnlyOneRankCanRunSkipsTheGlobalScheduler) {
+  if (ranks() < 3) GTEST_SKIP() << "needs three ranks";
+  const std::uint64_t placed_before = cluster().stats().tasks_placed;
+  EXPECT_EQ(brisk::get(brisk::task(pinned_from_here).resources(on(1)).remote(2, 20)), 20);
+  const std::uint64_t placed = cluster().stats().tasks_placed - placed_before;
+  EXPECT_LE(placed, 1u) << "rank 0 placed the driver's task only";
 }
 
 TEST(Cluster, ValuesAroundTheInlineThresholdCrossRanksBothWays) {
