@@ -1961,10 +1961,15 @@ void Cluster::make_fills(std::vector<Fill>& fills) noexcept {
   fills.clear();
 }
 
-bool Cluster::maps_arena_here(Rank to) const noexcept {
-  return to != self_ && to.value >= 0 && static_cast<std::size_t>(to.value) < config_.peer_arenas.size() &&
-         !config_.peer_arenas[static_cast<std::size_t>(to.value)].empty();
+std::span<const std::byte> Cluster::arena_of(Rank holder) const noexcept {
+  if (holder == self_) return arena_;
+  if (holder.value >= 0 && static_cast<std::size_t>(holder.value) < config_.peer_arenas.size()) {
+    return config_.peer_arenas[static_cast<std::size_t>(holder.value)];
+  }
+  return {};
 }
+
+bool Cluster::maps_arena_here(Rank to) const noexcept { return to != self_ && !arena_of(to).empty(); }
 
 void Cluster::settle_for(const RemoteCopy& copy, Rank to) {
   if (!copy.fill || (copy.region.owner == self_ && maps_arena_here(to))) return;
@@ -1973,12 +1978,7 @@ void Cluster::settle_for(const RemoteCopy& copy, Rank to) {
 
 const std::uint64_t* Cluster::fill_word(const RemoteCopy& copy) const noexcept {
   const Rank holder = copy.region.owner;
-  std::span<const std::byte> arena;
-  if (holder == self_) {
-    arena = arena_;
-  } else if (holder.value >= 0 && static_cast<std::size_t>(holder.value) < config_.peer_arenas.size()) {
-    arena = config_.peer_arenas[static_cast<std::size_t>(holder.value)];
-  }
+  const std::span<const std::byte> arena = arena_of(holder);
   // The count lies on the cache line after the bytes (export_object).
   const std::uint64_t end = copy.offset + copy.length;
   if (copy.fill % sizeof(std::uint64_t) != 0 || end < copy.offset || copy.fill < end ||
@@ -2703,12 +2703,7 @@ const std::byte* Cluster::readable_here(const RemoteCopy& copy) const noexcept {
     return copy.region.owner == self_ ? reinterpret_cast<const std::byte*>(copy.region.address + copy.offset) : nullptr;
   }
   const Rank holder = copy.region.owner;
-  std::span<const std::byte> arena;
-  if (holder == self_) {
-    arena = arena_;
-  } else if (holder.value >= 0 && static_cast<std::size_t>(holder.value) < config_.peer_arenas.size()) {
-    arena = config_.peer_arenas[static_cast<std::size_t>(holder.value)];
-  }
+  const std::span<const std::byte> arena = arena_of(holder);
   if (arena.empty() || copy.offset > arena.size() || copy.length > arena.size() - copy.offset) {
     return nullptr;  // a copy outside a peer's arena goes to the transport, which refuses it
   }

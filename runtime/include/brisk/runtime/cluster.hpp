@@ -397,7 +397,11 @@ class Cluster final : public detail::Executor,
   class FillLater;
   // Makes the copies (publishing each part as it lands), then unpins and releases.
   void make_fills(std::vector<Fill>& fills) noexcept;
-  // Whether rank `to` maps this rank's arena (and so can watch a fill's count).
+  // The arena of `holder` as this rank reads it: its own, a node peer's mapped view,
+  // or empty (not mapped here).
+  std::span<const std::byte> arena_of(Rank holder) const noexcept;
+  // Whether rank `to` maps this rank's arena (and so can watch a fill's count); the
+  // ranks of a node map each other's arenas or neither does (run.cpp).
   bool maps_arena_here(Rank to) const noexcept;
   // Waits until `copy` is complete where it is not for `to` (a copy still being
   // filled goes only from its holder to a rank that maps its arena).
