@@ -74,14 +74,121 @@ void add_borrowed_memory(const void* base, std::size_t bytes) {
   g_borrowed_count.store(n + 1, std::memory_order_release);
 }
 
+bool new_memory_contains(const void* p) noexcept;
+
 bool array_memory_is_shared(const void* p) noexcept {
   if (!p) return false;
   if (SharedMemory* shared = g_shared.load(std::memory_order_acquire); shared && shared->contains(p)) return true;
-  return borrowed(p);
+  return borrowed(p) || new_memory_contains(p);
 }
 
 PrivateArrays::PrivateArrays() noexcept : previous_(t_private) { t_private = true; }
 PrivateArrays::~PrivateArrays() { t_private = previous_; }
+
+// ---------------------------------------------------------------------------
+// Placement of operator new's large allocations (set_new_memory).
+
+std::atomic<std::size_t> g_new_min_bytes{SIZE_MAX};
+std::atomic<bool> g_new_ranges{false};
+
+namespace {
+// A memory installed once. Its range stays in the table while anything placed in it
+// is allocated, retired or not, so that its release is recognised; a slot is reused
+// only once its memory is retired with nothing left.
+struct NewSlot {
+  std::atomic<SharedMemory*> memory{nullptr};
+  std::atomic<std::uintptr_t> base{0};
+  std::atomic<std::size_t> bytes{0};  // 0: free slot
+  std::atomic<std::int64_t> live{0};  // placed and not yet freed
+};
+constexpr std::size_t kNewSlots = 16;
+NewSlot g_new_slots[kNewSlots];
+std::atomic<std::size_t> g_new_high{0};  // slots [0, high) have been used
+std::atomic<NewSlot*> g_new_current{nullptr};
+std::mutex g_new_mutex;  // installs and retirements
+}  // namespace
+
+bool set_new_memory(SharedMemory* memory, std::span<std::byte> range, std::size_t min_bytes) noexcept {
+  if (!memory || range.empty() || min_bytes == 0) return false;
+  std::lock_guard lock(g_new_mutex);
+  if (g_new_current.load(std::memory_order_acquire)) return false;
+  for (std::size_t i = 0; i < kNewSlots; ++i) {
+    NewSlot& s = g_new_slots[i];
+    if (s.bytes.load(std::memory_order_acquire) != 0) continue;
+    if (g_new_high.load(std::memory_order_relaxed) <= i) g_new_high.store(i + 1, std::memory_order_release);
+    s.memory.store(memory, std::memory_order_relaxed);
+    s.base.store(reinterpret_cast<std::uintptr_t>(range.data()), std::memory_order_relaxed);
+    s.live.store(0, std::memory_order_relaxed);
+    s.bytes.store(range.size(), std::memory_order_release);
+    g_new_ranges.store(true, std::memory_order_release);
+    g_new_current.store(&s, std::memory_order_seq_cst);
+    g_new_min_bytes.store(min_bytes, std::memory_order_release);
+    return true;
+  }
+  return false;
+}
+
+bool retire_new_memory(const void* base) noexcept {
+  std::lock_guard lock(g_new_mutex);
+  for (NewSlot& s : g_new_slots) {
+    if (s.bytes.load(std::memory_order_acquire) == 0 || s.base.load(std::memory_order_relaxed) != reinterpret_cast<std::uintptr_t>(base)) {
+      continue;
+    }
+    NewSlot* expected = &s;
+    if (g_new_current.compare_exchange_strong(expected, nullptr, std::memory_order_seq_cst)) {
+      g_new_min_bytes.store(SIZE_MAX, std::memory_order_release);
+    }
+    // An allocation counts itself live before it looks for the memory
+    // (new_memory_allocate): one that still finds it is counted here.
+    if (s.live.load(std::memory_order_seq_cst) > 0) return false;
+    s.bytes.store(0, std::memory_order_release);
+    s.memory.store(nullptr, std::memory_order_relaxed);
+    return true;
+  }
+  return true;
+}
+
+std::int64_t new_memory_blocks() noexcept {
+  NewSlot* s = g_new_current.load(std::memory_order_acquire);
+  return s ? s->live.load(std::memory_order_acquire) : 0;
+}
+
+void* new_memory_allocate(std::size_t bytes) noexcept {
+  if (t_private) return nullptr;
+  NewSlot* s = g_new_current.load(std::memory_order_acquire);
+  if (!s) return nullptr;
+  s->live.fetch_add(1, std::memory_order_seq_cst);
+  void* p = nullptr;
+  if (g_new_current.load(std::memory_order_seq_cst) == s) {
+    if (SharedMemory* m = s->memory.load(std::memory_order_acquire)) p = m->allocate(bytes);
+  }
+  if (!p) s->live.fetch_sub(1, std::memory_order_relaxed);
+  return p;
+}
+
+bool new_memory_contains(const void* p) noexcept {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const std::size_t high = g_new_high.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < high; ++i) {
+    const std::size_t bytes = g_new_slots[i].bytes.load(std::memory_order_acquire);
+    if (bytes != 0 && at - g_new_slots[i].base.load(std::memory_order_relaxed) < bytes) return true;
+  }
+  return false;
+}
+
+bool new_memory_release(void* p) noexcept {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const std::size_t high = g_new_high.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < high; ++i) {
+    NewSlot& s = g_new_slots[i];
+    const std::size_t bytes = s.bytes.load(std::memory_order_acquire);
+    if (bytes == 0 || at - s.base.load(std::memory_order_relaxed) >= bytes) continue;
+    if (SharedMemory* m = s.memory.load(std::memory_order_acquire)) m->release(p);
+    s.live.fetch_sub(1, std::memory_order_release);
+    return true;
+  }
+  return false;
+}
 
 void* array_allocate(std::size_t bytes) {
   if (SharedMemory* shared = g_shared.load(std::memory_order_acquire);

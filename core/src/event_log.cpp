@@ -1,5 +1,7 @@
 #include "brisk/core/event_log.hpp"
 
+#include "brisk/core/array.hpp"
+
 #include <fmt/format.h>
 
 #include <limits>
@@ -69,6 +71,7 @@ EventLog::Ring* EventLog::ring_for_this_thread() {
   if (slot.generation == generation_) return static_cast<Ring*>(slot.ring);
   std::lock_guard lock(mutex_);
   int index = static_cast<int>(rings_.size());
+  detail::PrivateArrays private_memory;  // the runtime's own: not in the arena
   rings_.push_back(std::make_unique<Ring>(capacity_, index));
   rings_.back()->name = fmt::format("thread {}", index);
   slot.generation = generation_;

@@ -274,6 +274,10 @@ std::optional<std::string> apply_expose_bytes(std::string_view v, Options& o) {
   return apply_size(v, o.expose_bytes);
 }
 
+std::optional<std::string> apply_arena_new_bytes(std::string_view v, Options& o) {
+  return apply_size(v, o.arena_new_bytes);
+}
+
 std::optional<std::string> apply_spill_queue(std::string_view v, Options& o) {
   return apply_count(v, o.spill_queue, 1 << 30);
 }
@@ -358,7 +362,7 @@ std::optional<std::string> apply_shard_events(std::string_view v, Options& o) {
 }
 
 // The single list of options: parsing, error messages and help all come from it.
-constexpr std::array<OptionSpec, 33> kSpecs = {{
+constexpr std::array<OptionSpec, 34> kSpecs = {{
     {"brisk-workers", "BRISK_WORKERS", "N", "0", "expected a non-negative integer",
      "Worker threads, 0 to 4096; 0 = one per core of the rank's cpuset.", apply_workers},
     {"brisk-idle", "BRISK_IDLE", "MODE", "backoff", "expected one of spin, backoff, sleep",
@@ -420,6 +424,13 @@ constexpr std::array<OptionSpec, 33> kSpecs = {{
      "elements, strings) larger than this are read by other ranks where they lie, "
      "registered with the transport, instead of from a copy in the arena; 0 = always a copy.",
      apply_expose_bytes},
+    {"brisk-arena-new-bytes", "BRISK_ARENA_NEW_BYTES", "SIZE", "256K", kSizeExpected,
+     "With a node-shared arena (--brisk-node-shm, the default): allocations by operator "
+     "new of this size or more (a std::vector's storage, among others) are placed in the "
+     "rank's arena while it has room (up to half of it, with brisk::Array's), so that "
+     "other ranks read such values where they lie instead of from a copy; 0 = off. "
+     "Memory placed there that outlives brisk::run keeps the arena mapped until exit.",
+     apply_arena_new_bytes},
     {"brisk-spill-queue", "BRISK_SPILL_QUEUE", "N", "0", "expected an integer from 0 to 1073741824",
      "A rank sends ready tasks to a global scheduler once more than N wait in its local "
      "queue; 0 = 2 per worker.",

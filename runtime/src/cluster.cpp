@@ -610,6 +610,9 @@ void Cluster::start() {
   if (arena_registration_ && !arena_.empty()) {
     shared_memory_ = new ArenaMemory(arena_, &arena_alloc_, std::max<std::size_t>(config_.inline_bytes + 1, 4096));
     detail::set_shared_memory(shared_memory_);
+    if (config_.arena_new_bytes && config_.arena_shared) {
+      (void)detail::set_new_memory(shared_memory_, arena_, config_.arena_new_bytes);
+    }
   }
   if (is_scheduler_) control_->subscribe_nodes();  // reaches every shard
   progress_ = std::thread([this] { progress_main(); });
@@ -633,6 +636,7 @@ void Cluster::stop() {
 
 void Cluster::progress_main() {
   t_on_progress_thread = true;
+  detail::PrivateArrays private_memory;  // its buffers and tables are the runtime's: not in the arena
   detail::set_os_thread_name("brisk-progress");
   if (events_) events_->set_thread_name("progress");
   Clock::time_point last_activity = Clock::now();

@@ -51,8 +51,8 @@ StatusOr<std::unique_ptr<NodeArena>> NodeArena::create(std::size_t bytes, std::s
 
 NodeArena::~NodeArena() {
   // The views of other ranks' arenas stay: values read in place may outlive the run.
-  munmap(base_, bytes_);
-  close(fd_);
+  if (!keep_mapped_) munmap(base_, bytes_);
+  close(fd_);  // a mapping kept keeps the file
 }
 
 std::span<const std::byte> NodeArena::map_peer(const Description& peer) {

@@ -441,6 +441,7 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     wire = std::move(w).value();
     cc.inline_bytes = options.inline_bytes;
     cc.expose_bytes = options.expose_bytes;
+    cc.arena_new_bytes = options.arena_new_bytes;
     cc.peer_arenas = wire.peer_arenas;
     cc.arena_shared = wire.node != nullptr;
     try {
@@ -673,6 +674,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     node.context().distributed = nullptr;
     cluster.reset();
     wire.transport.reset();
+    // Values placed in the arena that are still allocated (held by the program, or
+    // by the object store until the node goes) keep it mapped.
+    if (wire.node && !retire_new_memory(wire.node->memory().data())) wire.node->keep_mapped();
     wire.node.reset();  // the views of other ranks' arenas stay mapped until exit
   }
   set_abort_hook(nullptr);

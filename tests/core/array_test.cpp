@@ -155,5 +155,101 @@ TEST(Array, APulledVectorIsPreparedInAFreedVectorsStorage) {
   pulled.abort_fetch();
 }
 
+
+// A memory of four 1 MiB blocks, standing in for a rank's arena.
+class BlockMemory final : public detail::SharedMemory {
+ public:
+  static constexpr std::size_t kBlock = std::size_t{1} << 20;
+  BlockMemory() {
+    void* p = mmap(nullptr, 4 * kBlock, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    base_ = p == MAP_FAILED ? nullptr : static_cast<std::byte*>(p);
+  }
+  ~BlockMemory() override {
+    if (base_) munmap(base_, 4 * kBlock);
+  }
+  std::span<std::byte> range() { return {base_, base_ ? 4 * kBlock : 0}; }
+  void* allocate(std::size_t bytes) noexcept override {
+    if (bytes > kBlock) return nullptr;
+    for (int i = 0; i < 4; ++i) {
+      if (!used_[i]) {
+        used_[i] = true;
+        return base_ + i * kBlock;
+      }
+    }
+    return nullptr;
+  }
+  bool release(void* p) noexcept override {
+    if (!contains(p)) return false;
+    used_[(static_cast<std::byte*>(p) - base_) / kBlock] = false;
+    ++released;
+    return true;
+  }
+  bool contains(const void* p) const noexcept override {
+    const auto* b = static_cast<const std::byte*>(p);
+    return base_ && b >= base_ && b < base_ + 4 * kBlock;
+  }
+  int released = 0;
+
+ private:
+  std::byte* base_ = nullptr;
+  bool used_[4] = {};
+};
+
+// operator new places large allocations (a std::vector's storage) in the installed
+// memory, and operator delete gives them back to it, also after it is retired.
+TEST(Array, LargeAllocationsArePlacedInTheInstalledMemory) {
+  struct Tag {
+    std::uint32_t x;  // an element type of this test's own: no other spares
+  };
+  // Kept until exit, as the runtime keeps an arena that a block outlived.
+  BlockMemory& memory = *new BlockMemory;
+  ASSERT_FALSE(memory.range().empty());
+  const std::int64_t blocks = detail::new_memory_blocks();
+  ASSERT_TRUE(detail::set_new_memory(&memory, memory.range(), std::size_t{256} << 10));
+  BlockMemory other;
+  EXPECT_FALSE(detail::set_new_memory(&other, other.range(), 1));  // one at a time
+  {
+    std::vector<char> small(1000, 'a');
+    std::vector<char> big(std::size_t{512} << 10, 'b');
+    std::vector<char> too_big(2 * BlockMemory::kBlock, 'c');  // no room: malloc's
+    EXPECT_FALSE(memory.contains(small.data()));
+    EXPECT_TRUE(memory.contains(big.data()));
+    EXPECT_FALSE(memory.contains(too_big.data()));
+    EXPECT_EQ(detail::new_memory_blocks(), blocks + 1);
+    EXPECT_TRUE(detail::array_memory_is_shared(big.data()));
+    detail::PrivateArrays private_memory;
+    std::vector<char> private_big(std::size_t{512} << 10, 'd');
+    EXPECT_FALSE(memory.contains(private_big.data()));
+  }
+  EXPECT_EQ(memory.released, 1);
+  EXPECT_EQ(detail::new_memory_blocks(), blocks);
+  {
+    // A freed vector object whose storage lies there gives it back, not to the
+    // spares that pulls fill (private memory).
+    auto& spares = detail::serial::SpareVectors<Tag>::instance();
+    const std::size_t before = spares.count();
+    const Tag* storage = free_vector_object(std::size_t{1} << 17, Tag{5});
+    EXPECT_TRUE(memory.contains(storage));
+    EXPECT_EQ(spares.count(), before);
+    EXPECT_EQ(memory.released, 2);
+  }
+  // Retired while a block is still allocated: the memory must stay, and the block
+  // still goes back to it (not to free()) when it is freed.
+  auto* kept = new std::vector<char>(std::size_t{300} << 10, 'e');
+  EXPECT_TRUE(memory.contains(kept->data()));
+  EXPECT_FALSE(detail::retire_new_memory(memory.range().data()));
+  std::vector<char> after(std::size_t{512} << 10, 'f');
+  EXPECT_FALSE(memory.contains(after.data()));  // no longer placed
+  delete kept;
+  EXPECT_EQ(memory.released, 3);
+  // Another memory may be installed now; retired with nothing left, it may go.
+  ASSERT_TRUE(detail::set_new_memory(&other, other.range(), std::size_t{256} << 10));
+  {
+    std::vector<char> placed(std::size_t{512} << 10, 'g');
+    EXPECT_TRUE(other.contains(placed.data()));
+  }
+  EXPECT_TRUE(detail::retire_new_memory(other.range().data()));
+}
+
 }  // namespace
 }  // namespace brisk

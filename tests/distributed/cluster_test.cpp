@@ -45,6 +45,13 @@ std::vector<std::uint8_t> make_bytes(std::uint64_t n, int seed) {
 }
 BRISK_REMOTE(make_bytes);
 
+// The same in the process's private memory, not placed in the arena (--brisk-arena-new-bytes).
+std::vector<std::uint8_t> make_private_bytes(std::uint64_t n, int seed) {
+  brisk::detail::PrivateArrays private_memory;
+  return make_bytes(n, seed);
+}
+BRISK_REMOTE(make_private_bytes);
+
 std::vector<std::uint8_t> echo(const std::vector<std::uint8_t>& v) { return v; }
 BRISK_REMOTE(echo);
 
@@ -129,14 +136,17 @@ BRISK_REMOTE(sum_twice);
 
 struct NodeCounts {
   std::uint64_t fetches, fetched_shared, borrowed, node_peers, filled_later, arena_bytes;
+  bool arena_shared;
+  std::int64_t placed;  // allocations placed in the arena by operator new, alive
   template <class A>
   void serialize(A& ar) {
-    ar(fetches, fetched_shared, borrowed, node_peers, filled_later, arena_bytes);
+    ar(fetches, fetched_shared, borrowed, node_peers, filled_later, arena_bytes, arena_shared, placed);
   }
 };
 NodeCounts node_counts() {
   const auto s = cluster().stats();
-  return {s.fetches, s.fetched_shared, s.borrowed, s.node_peers, s.filled_later, s.arena_bytes};
+  return {s.fetches,      s.fetched_shared, s.borrowed,           s.node_peers, s.filled_later,
+          s.arena_bytes, s.arena_shared,   brisk::detail::new_memory_blocks()};
 }
 BRISK_REMOTE(node_counts);
 
@@ -287,7 +297,13 @@ TEST(Cluster, OneNodeReadersCopyALargeVectorOutAsItsMakerCopiesItIn) {
   const std::uint64_t n = 6 << 20;
   if (before.arena_bytes < 4 * n) GTEST_SKIP() << "the arena is too small for the copy";
   const std::uint64_t expected = full_hash(make_bytes(n, 5));
-  auto v = brisk::put(make_bytes(n, 5));  // made here: copied into this rank's arena for the readers
+  brisk::Ref<std::vector<std::uint8_t>> v;
+  {
+    // Made here in private memory (not placed in the arena: see the test below),
+    // so copied into this rank's arena for the readers.
+    brisk::detail::PrivateArrays private_memory;
+    v = brisk::put(make_bytes(n, 5));
+  }
   auto first = brisk::task(full_hash).resources(on(b)).remote(v);
   auto second = brisk::task(full_hash).resources(on(c)).remote(v);
   auto passed = brisk::task(hash_on).resources(on(b)).remote(v, ranks() > 2 ? c : a);
@@ -298,6 +314,36 @@ TEST(Cluster, OneNodeReadersCopyALargeVectorOutAsItsMakerCopiesItIn) {
   EXPECT_EQ(after.filled_later - before.filled_later, 1u) << "one copy, made after the first task went";
   v = {};
   EXPECT_TRUE(all_released(20s));
+}
+
+// A large std::vector made in a task lies in its maker's node-shared arena from the
+// start (operator new, --brisk-arena-new-bytes): it is read from there, its maker
+// copies nothing into the arena, and its block goes back when the value goes.
+TEST(Cluster, ALargeVectorMadeInATaskLiesInItsMakersArena) {
+  const int a = ranks() - 1, b = 0;
+  if (b == a) GTEST_SKIP() << "needs two ranks";
+  const NodeCounts before = brisk::get(brisk::task(node_counts).resources(on(a)).remote());
+  if (!before.arena_shared) GTEST_SKIP() << "the arena is not node-shared memory (--brisk-node-shm=off)";
+  const NodeCounts reader_before = brisk::get(brisk::task(node_counts).resources(on(b)).remote());
+  const std::uint64_t n = 3 << 20;
+  auto v = brisk::task(make_bytes).resources(on(a)).remote(n, 6);
+  brisk::wait(std::vector<brisk::Ref<std::vector<std::uint8_t>>>{v});
+  const NodeCounts made = brisk::get(brisk::task(node_counts).resources(on(a)).remote());
+  EXPECT_GE(made.placed - before.placed, 1) << "the vector's storage is in rank " << a << "'s arena";
+  EXPECT_EQ(brisk::get(brisk::task(full_hash).resources(on(b)).remote(v)), full_hash(make_bytes(n, 6)));
+  const NodeCounts after = brisk::get(brisk::task(node_counts).resources(on(a)).remote());
+  EXPECT_EQ(after.filled_later, before.filled_later) << "read where it lies: no copy into the arena";
+  const NodeCounts reader_after = brisk::get(brisk::task(node_counts).resources(on(b)).remote());
+  EXPECT_EQ(reader_after.fetches - reader_before.fetches, 1u);
+  if (reader_before.node_peers > 0) EXPECT_EQ(reader_after.fetched_shared - reader_before.fetched_shared, 1u);
+  v = {};
+  EXPECT_TRUE(all_released(20s));
+  std::int64_t placed = made.placed;
+  for (auto until = std::chrono::steady_clock::now() + 20s; placed >= made.placed && std::chrono::steady_clock::now() < until;) {
+    std::this_thread::sleep_for(10ms);
+    placed = brisk::get(brisk::task(node_counts).resources(on(a)).remote()).placed;
+  }
+  EXPECT_LT(placed, made.placed) << "the block goes back to the arena with the value";
 }
 
 // An Array read where it lies on another rank stays as it was while that rank still
@@ -334,9 +380,15 @@ TEST(Cluster, LargeVectorsAreReadWhereTheyLieWhereNoRankMapsTheArena) {
   const Stats before0 = stats_on(0), before_m = stats_on(m);
   const bool ucx = std::string_view(cluster().transport_name()) == "ucx";
   const std::uint64_t n = 6 << 20;  // over --brisk-expose-bytes (4 MiB)
-  auto made = brisk::task(make_bytes).resources(on(m)).remote(n, 5);
-  auto put = brisk::put(make_bytes(n, 6));
-  auto small = brisk::task(make_bytes).resources(on(m)).remote(std::uint64_t{1} << 20, 7);  // under it
+  // Made in private memory: a vector placed in the arena is read there as it lies
+  // (ALargeVectorMadeInATaskLiesInItsMakersArena).
+  auto made = brisk::task(make_private_bytes).resources(on(m)).remote(n, 5);
+  brisk::Ref<std::vector<std::uint8_t>> put;
+  {
+    brisk::detail::PrivateArrays private_memory;
+    put = brisk::put(make_bytes(n, 6));
+  }
+  auto small = brisk::task(make_private_bytes).resources(on(m)).remote(std::uint64_t{1} << 20, 7);  // under it
   for (int reader : {b, m}) {
     EXPECT_EQ(brisk::get(brisk::task(checksum).resources(on(reader)).remote(made)), checksum(make_bytes(n, 5))) << reader;
     EXPECT_EQ(brisk::get(brisk::task(checksum).resources(on(reader)).remote(put)), checksum(make_bytes(n, 6))) << reader;

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -75,8 +76,9 @@ void add_borrowed_memory(const void* base, std::size_t bytes);
 // store does not spill such values, whose memory a spill would not free (and other
 // ranks may be reading).
 bool array_memory_is_shared(const void* p) noexcept;
-// While one exists on a thread, its arrays use private memory (the destinations of
-// pulls: huge pages and the cache beat the registered arena there).
+// While one exists on a thread, its arrays and large allocations (set_new_memory)
+// use private memory (the destinations of pulls: huge pages and the cache beat the
+// registered arena there; and the runtime's own buffers).
 class PrivateArrays {
  public:
   PrivateArrays() noexcept;
@@ -87,6 +89,30 @@ class PrivateArrays {
  private:
   bool previous_;
 };
+
+// The rank's arena as the home of large allocations by the global operator new (a
+// std::vector's storage, among others; brisk replaces operator new and delete, see
+// core/src/new_delete.cpp): while `memory` (whose range is `range`) is installed,
+// an allocation of at least `min_bytes` made outside PrivateArrays is placed in it
+// while it has room, so that a value another rank reads is read where it lies, with
+// no copy into the arena first. One memory is installed at a time; false when
+// another is, or when 16 memories have been kept (below) over the process's life.
+bool set_new_memory(SharedMemory* memory, std::span<std::byte> range, std::size_t min_bytes) noexcept;
+// Ends the placement in the memory installed over `base`. True when nothing placed
+// there is still allocated: the memory may go. False when something is: the memory
+// must then stay mapped until the process exits (what is left there is freed into
+// nothing), since a value made during brisk::run may be used after it.
+bool retire_new_memory(const void* base) noexcept;
+// Allocations placed in the installed memory and not yet freed (for tests).
+std::int64_t new_memory_blocks() noexcept;
+// For core/src/new_delete.cpp: the smallest size placed (SIZE_MAX when none is
+// installed), the placement itself (nullptr: not placed), and whether there is a
+// memory whose range to check on delete.
+extern std::atomic<std::size_t> g_new_min_bytes;
+extern std::atomic<bool> g_new_ranges;
+void* new_memory_allocate(std::size_t bytes) noexcept;
+// True when `p` was placed in such a memory (and is now freed there).
+bool new_memory_release(void* p) noexcept;
 }  // namespace detail
 
 template <class T>

@@ -101,6 +101,11 @@ struct Options {
   // where they lie (registered with the transport), not from a copy in the arena;
   // 0 = always a copy.
   std::size_t expose_bytes = std::size_t{4} << 20;
+  // --brisk-arena-new-bytes / BRISK_ARENA_NEW_BYTES: in a multi-rank job whose
+  // arena is node-shared memory, allocations by operator new of at least this size
+  // (a std::vector's storage, among others) are placed in the arena while it has
+  // room, so that other ranks read such values where they lie; 0 = off.
+  std::size_t arena_new_bytes = std::size_t{256} << 10;
   // --brisk-spill-queue / BRISK_SPILL_QUEUE: a rank sends ready tasks to a global
   // scheduler once more than this many wait in its local queue; 0 = 2 per worker.
   int spill_queue = 0;

@@ -96,6 +96,10 @@ class Writer;
 class SizeCounter;
 class Reader;
 
+namespace detail {
+bool array_memory_is_shared(const void* p) noexcept;  // brisk/core/array.hpp
+}  // namespace detail
+
 namespace detail::serial {
 
 // Deepest nesting through user-defined types a Reader accepts (recursive types
@@ -574,9 +578,11 @@ class SpareVectors {
   }
   // Keeps `v` (moved out: left empty), elements and all, where its storage is large
   // enough and the bound allows; otherwise leaves it as it is.
+  // Storage in memory other ranks read (the arena, detail::set_new_memory) goes
+  // back there: spares are the private destinations of pulls.
   void give(std::vector<E>& v) noexcept {
     const std::size_t bytes = v.capacity() * sizeof(E);
-    if (bytes < kSpareVectorBytes || !reserve_kept_bytes(bytes)) return;
+    if (bytes < kSpareVectorBytes || detail::array_memory_is_shared(v.data()) || !reserve_kept_bytes(bytes)) return;
     try {
       std::lock_guard lock(mutex_);
       spares_.emplace(v.capacity(), std::move(v));

@@ -102,6 +102,12 @@ class Cluster final : public detail::Executor,
     // a copy in the arena, where the transport can (Transport::exposes_any_memory)
     // and no rank of the node maps this rank's arena (see expose_). 0: always a copy.
     std::size_t expose_bytes = std::size_t{4} << 20;
+    // Allocations by operator new of at least this many bytes (a std::vector's
+    // storage, among others) are placed in the arena while it has room, so that
+    // readers read such values where they lie (detail::set_new_memory). Only for the
+    // process's one cluster (brisk::run), over a node-shared arena; 0: off. The
+    // arena must then outlive the Cluster until detail::retire_new_memory says so.
+    std::size_t arena_new_bytes = 0;
     int spill_queue = 4;  // spill when more tasks than this wait locally
     std::chrono::milliseconds heartbeat{10};
     std::chrono::nanoseconds spin{std::chrono::microseconds(50)};  // progress thread spin when idle

@@ -60,6 +60,10 @@ class NodeArena {
   // process ended: it keeps that memory alive meanwhile.
   std::span<const std::byte> map_peer(const Description& peer);
 
+  // Leaves the memory mapped when this goes (until the process exits): values placed
+  // in it during the run are still in use (detail::retire_new_memory).
+  void keep_mapped() noexcept { keep_mapped_ = true; }
+
  private:
   NodeArena(std::byte* base, std::size_t bytes, int fd, Description d)
       : base_(base), bytes_(bytes), fd_(fd), description_(std::move(d)) {}
@@ -67,6 +71,7 @@ class NodeArena {
   std::size_t bytes_;
   int fd_;
   Description description_;
+  bool keep_mapped_ = false;
 };
 
 // Which parts of a peer's arena, mapped here, have their pages in this process's page
