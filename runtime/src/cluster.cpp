@@ -822,6 +822,7 @@ int Cluster::poll() noexcept {
   other_polls_.store(other_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   const bool was = t_on_progress_thread;
   t_on_progress_thread = true;  // handlers run here: no blocking calls
+  detail::PrivateArrays private_memory;  // the transport's buffers, as on the progress thread
   int n = transport_.progress();
   n += flush_outboxes(false);
   t_on_progress_thread = was;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <thread>
 
+#include "brisk/core/array.hpp"
 #include "brisk/core/detail/task.hpp"
 #include "brisk/core/event_log.hpp"
 #include "brisk/core/function_registry.hpp"
@@ -781,6 +782,9 @@ void DataWorker::execute(Node* node) noexcept {
   const Entry& e = *node->entry;
   const DataCommand& c = e.cmd;
   Busy busy(this);
+  // Partitions stay with their rank and move by the data plane's own messages: none
+  // is read from the arena, so their storage is this process's own memory.
+  detail::PrivateArrays private_memory;
   if (events_) events_->record(EventKind::kStart, node->id.lo, e.name);
   try {
     // A cancelled worker's commands finish without running: their successors are
