@@ -106,6 +106,18 @@ NewSlot g_new_slots[kNewSlots];
 std::atomic<std::size_t> g_new_high{0};  // slots [0, high) have been used
 std::atomic<NewSlot*> g_new_current{nullptr};
 std::mutex g_new_mutex;  // installs and retirements
+
+// The slot whose range holds `p`, installed or kept; nullptr when none does.
+NewSlot* slot_of(const void* p) noexcept {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  const std::size_t high = g_new_high.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < high; ++i) {
+    NewSlot& s = g_new_slots[i];
+    const std::size_t bytes = s.bytes.load(std::memory_order_acquire);
+    if (bytes != 0 && at - s.base.load(std::memory_order_relaxed) < bytes) return &s;
+  }
+  return nullptr;
+}
 }  // namespace
 
 bool set_new_memory(SharedMemory* memory, std::span<std::byte> range, std::size_t min_bytes) noexcept {
@@ -131,9 +143,9 @@ bool set_new_memory(SharedMemory* memory, std::span<std::byte> range, std::size_
 bool retire_new_memory(const void* base) noexcept {
   std::lock_guard lock(g_new_mutex);
   for (NewSlot& s : g_new_slots) {
-    if (s.bytes.load(std::memory_order_acquire) == 0 || s.base.load(std::memory_order_relaxed) != reinterpret_cast<std::uintptr_t>(base)) {
-      continue;
-    }
+    const bool installed_here = s.bytes.load(std::memory_order_acquire) != 0 &&
+                                s.base.load(std::memory_order_relaxed) == reinterpret_cast<std::uintptr_t>(base);
+    if (!installed_here) continue;
     NewSlot* expected = &s;
     if (g_new_current.compare_exchange_strong(expected, nullptr, std::memory_order_seq_cst)) {
       g_new_min_bytes.store(SIZE_MAX, std::memory_order_release);
@@ -166,28 +178,14 @@ void* new_memory_allocate(std::size_t bytes) noexcept {
   return p;
 }
 
-bool new_memory_contains(const void* p) noexcept {
-  const auto at = reinterpret_cast<std::uintptr_t>(p);
-  const std::size_t high = g_new_high.load(std::memory_order_acquire);
-  for (std::size_t i = 0; i < high; ++i) {
-    const std::size_t bytes = g_new_slots[i].bytes.load(std::memory_order_acquire);
-    if (bytes != 0 && at - g_new_slots[i].base.load(std::memory_order_relaxed) < bytes) return true;
-  }
-  return false;
-}
+bool new_memory_contains(const void* p) noexcept { return slot_of(p) != nullptr; }
 
 bool new_memory_release(void* p) noexcept {
-  const auto at = reinterpret_cast<std::uintptr_t>(p);
-  const std::size_t high = g_new_high.load(std::memory_order_acquire);
-  for (std::size_t i = 0; i < high; ++i) {
-    NewSlot& s = g_new_slots[i];
-    const std::size_t bytes = s.bytes.load(std::memory_order_acquire);
-    if (bytes == 0 || at - s.base.load(std::memory_order_relaxed) >= bytes) continue;
-    if (SharedMemory* m = s.memory.load(std::memory_order_acquire)) m->release(p);
-    s.live.fetch_sub(1, std::memory_order_release);
-    return true;
-  }
-  return false;
+  NewSlot* s = slot_of(p);
+  if (!s) return false;
+  if (SharedMemory* m = s->memory.load(std::memory_order_acquire)) m->release(p);
+  s->live.fetch_sub(1, std::memory_order_release);
+  return true;
 }
 
 void* array_allocate(std::size_t bytes) {

@@ -339,7 +339,8 @@ TEST(Cluster, ALargeVectorMadeInATaskLiesInItsMakersArena) {
   v = {};
   EXPECT_TRUE(all_released(20s));
   std::int64_t placed = made.placed;
-  for (auto until = std::chrono::steady_clock::now() + 20s; placed >= made.placed && std::chrono::steady_clock::now() < until;) {
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (placed >= made.placed && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(10ms);
     placed = brisk::get(brisk::task(node_counts).resources(on(a)).remote()).placed;
   }
