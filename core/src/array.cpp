@@ -89,7 +89,7 @@ PrivateArrays::~PrivateArrays() { t_private = previous_; }
 // Placement of operator new's large allocations (set_new_memory).
 
 std::atomic<std::size_t> g_new_min_bytes{SIZE_MAX};
-std::atomic<bool> g_new_ranges{false};
+std::atomic<std::size_t> g_new_high{0};  // slots [0, high) have been used
 
 namespace {
 // A memory installed once. Its range stays in the table while anything placed in it
@@ -103,7 +103,6 @@ struct NewSlot {
 };
 constexpr std::size_t kNewSlots = 16;
 NewSlot g_new_slots[kNewSlots];
-std::atomic<std::size_t> g_new_high{0};  // slots [0, high) have been used
 std::atomic<NewSlot*> g_new_current{nullptr};
 std::mutex g_new_mutex;  // installs and retirements
 
@@ -132,7 +131,6 @@ bool set_new_memory(SharedMemory* memory, std::span<std::byte> range, std::size_
     s.base.store(reinterpret_cast<std::uintptr_t>(range.data()), std::memory_order_relaxed);
     s.live.store(0, std::memory_order_relaxed);
     s.bytes.store(range.size(), std::memory_order_release);
-    g_new_ranges.store(true, std::memory_order_release);
     g_new_current.store(&s, std::memory_order_seq_cst);
     g_new_min_bytes.store(min_bytes, std::memory_order_release);
     return true;

@@ -4,8 +4,9 @@
 // --brisk-arena-new-bytes), so that another rank reads such a value where it lies
 // instead of from a copy the holder makes first. Everything else is malloc's.
 //
-// This file defines nothing else: a program that replaces operator new itself keeps
-// its own, and this object is then not linked in (placement is simply off).
+// This file defines nothing else. A program that replaces operator new and delete
+// itself keeps its own (an executable's definitions win over a shared library's, and
+// a static link leaves this object out), and placement is then off.
 #include <cstdlib>
 #include <new>
 
@@ -35,7 +36,7 @@ void* allocate_nothrow(std::size_t n) noexcept {
 
 void release(void* p) noexcept {
   if (!p) return;
-  if (brisk::detail::g_new_ranges.load(std::memory_order_relaxed) && brisk::detail::new_memory_release(p)) return;
+  if (brisk::detail::g_new_high.load(std::memory_order_relaxed) != 0 && brisk::detail::new_memory_release(p)) return;
   std::free(p);
 }
 

@@ -568,7 +568,8 @@ class Cluster::ArenaMemory final : public detail::SharedMemory {
   }
   void* allocate(std::size_t bytes) noexcept override {
     ArenaAllocator* a = allocator_.load(std::memory_order_acquire);
-    // Arrays take at most half the arena: the rest is for copies of other objects.
+    // Arrays and values placed by operator new take at most half the arena: the rest
+    // is for copies of other objects.
     if (!a || a->used() + bytes > size_ / 2) return nullptr;
     try {
       auto offset = a->allocate(bytes);

@@ -106,10 +106,10 @@ bool retire_new_memory(const void* base) noexcept;
 // Allocations placed in the installed memory and not yet freed (for tests).
 std::int64_t new_memory_blocks() noexcept;
 // For core/src/new_delete.cpp: the smallest size placed (SIZE_MAX when none is
-// installed), the placement itself (nullptr: not placed), and whether there is a
-// memory whose range to check on delete.
+// installed), the placement itself (nullptr: not placed), and how many slots of
+// memories have been used (0: no range to check on delete).
 extern std::atomic<std::size_t> g_new_min_bytes;
-extern std::atomic<bool> g_new_ranges;
+extern std::atomic<std::size_t> g_new_high;
 void* new_memory_allocate(std::size_t bytes) noexcept;
 // True when `p` was placed in such a memory (and is now freed there).
 bool new_memory_release(void* p) noexcept;
