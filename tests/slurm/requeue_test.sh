@@ -8,7 +8,8 @@
 #     BUILD_DIR/tests/checkpoint_restart_test --on-request on 2 nodes x 1 rank:
 #     * a run that is not signalled completes without a requeue; its "final sum" is
 #       the reference;
-#     * for srun and for mpirun inside the job: once both ranks catch SIGUSR1,
+#     * for srun and for mpirun inside the job (with --hold: the run waits before its
+#       last step until a checkpoint is requested): once both ranks catch SIGUSR1,
 #       `scancel --signal=USR1 --batch` (what --signal=B:USR1@T sends before the time
 #       limit) makes the job checkpoint, requeue itself once, resume ("resuming at
 #       step S", 0 < S < steps) and print the reference sum;
@@ -26,8 +27,9 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 TEMPLATE=$ROOT/slurm/brisk-requeue.sbatch
 readonly HERE ROOT TEMPLATE
-# About 7 s of work for 2 ranks on 2 cores: still running when the signal comes.
-readonly STEPS=12000
+# About 2 s of work for 2 ranks on 2 cores; a signalled run holds before its last step
+# (--hold), so the signal finds it running however fast the machine is.
+readonly STEPS=4000
 # A requeued job starts again ~12 s later on this cluster (cred_expire=10).
 readonly SETUP_TIMEOUT=60 START_TIMEOUT=20 JOB_TIMEOUT=60 CANCEL_TIMEOUT=10
 
@@ -172,7 +174,7 @@ reference_run() {
 # requeue_run LAUNCHER: checkpoint, requeue and resume through srun or mpirun.
 requeue_run() {
   local launcher=$1 name=requeue-$1 t0=$SECONDS job step
-  job=$(submit "$name" --launcher="$launcher" -- "$PROG" --on-request --steps="$STEPS" --brisk-idle=sleep) ||
+  job=$(submit "$name" --launcher="$launcher" -- "$PROG" --on-request --hold --steps="$STEPS" --brisk-idle=sleep) ||
     { fail "$name: sbatch failed"; return; }
   if ! wait_ranks "$name" "$PROG" 2 usr1; then
     fail "$name: the 2 ranks did not start within $START_TIMEOUT s"
