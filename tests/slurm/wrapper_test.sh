@@ -33,6 +33,10 @@ work=""
 job_tag="brisk-wrapper-test-$$"
 
 readonly TEST_NAME=wrapper_test.sh
+# The program's flags. 4 ranks of 2 CPUs each share the 2 cores with whatever else
+# runs: a rank can be starved of CPU for seconds, which the default 2 s failure
+# timeout would take for a hung rank. This test checks the launch, not the detector.
+readonly PROG_ARGS=(--brisk-idle=sleep --brisk-failure-timeout-ms=20000)
 # log, fail, elapsed, cancel_jobs, cluster_running, start_cluster
 # shellcheck source=tests/slurm/test_lib.sh
 source "$HERE/test_lib.sh"
@@ -226,7 +230,7 @@ sbatch_run() {
   local job_name=$job_tag-$name out=$work/$name.out
   timeout "$JOB_TIMEOUT" sbatch --wait --quiet --job-name="$job_name" --nodes=2 --ntasks-per-node=2 \
     --cpus-per-task=2 --time=2 --chdir="$work" --output="$out" --export=ALL,BRISK_HOME="$ROOT" \
-    "$SBATCH_TEMPLATE" "$@" -- "$PROG" --brisk-idle=sleep >"$work/$name.sbatch" 2>&1 || rc=$?
+    "$SBATCH_TEMPLATE" "$@" -- "$PROG" "${PROG_ARGS[@]}" >"$work/$name.sbatch" 2>&1 || rc=$?
   if ((rc == 124)); then
     fail "$name: sbatch --wait did not return within $JOB_TIMEOUT s"
     cancel_jobs "$job_name"
@@ -247,7 +251,7 @@ srun_run() {
   mapfile -d '' -t scrub < <(scrubbed_env)
   # The wrapper starts its own allocation: 4 ranks, 2 per node.
   timeout "$JOB_TIMEOUT" env "${scrub[@]}" SLURM_JOB_NAME="$job_name" \
-    "$LAUNCH" --verbose --launcher=srun --np=4 --ranks-per-node=2 -- "$PROG" --brisk-idle=sleep >"$out" 2>&1 || rc=$?
+    "$LAUNCH" --verbose --launcher=srun --np=4 --ranks-per-node=2 -- "$PROG" "${PROG_ARGS[@]}" >"$out" 2>&1 || rc=$?
   if ((rc == 124)); then
     fail "$name: srun did not return within $JOB_TIMEOUT s"
     cancel_jobs "$job_name"
