@@ -37,6 +37,7 @@ std::size_t rounded(std::size_t bytes) {
 std::atomic<SharedMemory*> g_shared{nullptr};
 std::atomic<SharedMemory*> g_retired{nullptr};  // the one before: its arrays may still be freed
 thread_local bool t_private = false;
+thread_local bool t_private_new = false;  // PrivateAllocations
 
 // The node's shared arenas (add_borrowed_memory): a fixed table, filled once per
 // range and never shrunk, read without a lock.
@@ -84,6 +85,8 @@ bool array_memory_is_shared(const void* p) noexcept {
 
 PrivateArrays::PrivateArrays() noexcept : previous_(t_private) { t_private = true; }
 PrivateArrays::~PrivateArrays() { t_private = previous_; }
+PrivateAllocations::PrivateAllocations() noexcept : previous_(t_private_new) { t_private_new = true; }
+PrivateAllocations::~PrivateAllocations() { t_private_new = previous_; }
 
 // ---------------------------------------------------------------------------
 // Placement of operator new's large allocations (set_new_memory).
@@ -164,7 +167,7 @@ std::int64_t new_memory_blocks() noexcept {
 }
 
 void* new_memory_allocate(std::size_t bytes) noexcept {
-  if (t_private) return nullptr;
+  if (t_private || t_private_new) return nullptr;
   NewSlot* s = g_new_current.load(std::memory_order_acquire);
   if (!s) return nullptr;
   s->live.fetch_add(1, std::memory_order_seq_cst);

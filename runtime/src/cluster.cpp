@@ -2649,10 +2649,16 @@ void Cluster::start_pull(ObjectState* o, const RemoteCopy& copy) {
   std::byte* dst = nullptr;
   std::shared_ptr<std::vector<std::byte>> staging;
   try {
+    // A pulled std::vector (or the staging buffer) is private memory: a freed
+    // vector's storage, resized over its stale bytes. Placed in the arena, it was
+    // fresh storage, zero-filled before the get (1 MiB over the get path: 0.47-0.78
+    // of raw against 0.72-0.99).
+    detail::PrivateAllocations private_allocations;
     if (copy.raw) {
       if (copy.length > kWorkerPullBytes) {
         // Large pulls land in private memory (huge pages, the cache of blocks): here
-        // that was faster than the registered arena, which smaller pulls land in.
+        // that was faster than the registered arena, which smaller pulls of a
+        // brisk::Array land in.
         detail::PrivateArrays private_arrays;
         dst = o->prepare_raw(copy.length, copy.count);
       } else {

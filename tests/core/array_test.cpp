@@ -217,11 +217,19 @@ TEST(Array, LargeAllocationsArePlacedInTheInstalledMemory) {
     EXPECT_FALSE(memory.contains(too_big.data()));
     EXPECT_EQ(detail::new_memory_blocks(), blocks + 1);
     EXPECT_TRUE(detail::array_memory_is_shared(big.data()));
+    {
+      detail::PrivateAllocations private_allocations;
+      std::vector<char> private_big(std::size_t{512} << 10, 'p');
+      EXPECT_FALSE(memory.contains(private_big.data()));
+    }
+    std::vector<char> placed_again(std::size_t{512} << 10, 'q');  // the scope has ended
+    EXPECT_TRUE(memory.contains(placed_again.data()));
+    placed_again = {};
     detail::PrivateArrays private_memory;
     std::vector<char> private_big(std::size_t{512} << 10, 'd');
     EXPECT_FALSE(memory.contains(private_big.data()));
   }
-  EXPECT_EQ(memory.released, 1);
+  EXPECT_EQ(memory.released, 2);
   EXPECT_EQ(detail::new_memory_blocks(), blocks);
   {
     // A freed vector object whose storage lies there gives it back, not to the
@@ -231,7 +239,7 @@ TEST(Array, LargeAllocationsArePlacedInTheInstalledMemory) {
     const Tag* storage = free_vector_object(std::size_t{1} << 17, Tag{5});
     EXPECT_TRUE(memory.contains(storage));
     EXPECT_EQ(spares.count(), before);
-    EXPECT_EQ(memory.released, 2);
+    EXPECT_EQ(memory.released, 3);
   }
   // Retired while a block is still allocated: the memory must stay, and the block
   // still goes back to it (not to free()) when it is freed.
@@ -241,7 +249,7 @@ TEST(Array, LargeAllocationsArePlacedInTheInstalledMemory) {
   std::vector<char> after(std::size_t{512} << 10, 'f');
   EXPECT_FALSE(memory.contains(after.data()));  // no longer placed
   delete kept;
-  EXPECT_EQ(memory.released, 3);
+  EXPECT_EQ(memory.released, 4);
   // Another memory may be installed now; retired with nothing left, it may go.
   ASSERT_TRUE(detail::set_new_memory(&other, other.range(), std::size_t{256} << 10));
   {

@@ -318,7 +318,9 @@ TEST(Cluster, OneNodeReadersCopyALargeVectorOutAsItsMakerCopiesItIn) {
 
 // A large std::vector made in a task lies in its maker's node-shared arena from the
 // start (operator new, --brisk-arena-new-bytes): it is read from there, its maker
-// copies nothing into the arena, and its block goes back when the value goes.
+// copies nothing into the arena, and its block goes back when the value goes. The
+// reader's copy is private memory (a freed vector's storage, not zero-filled first),
+// through the transport as from a node peer's arena.
 TEST(Cluster, ALargeVectorMadeInATaskLiesInItsMakersArena) {
   const int a = ranks() - 1, b = 0;
   if (b == a) GTEST_SKIP() << "needs two ranks";
@@ -335,6 +337,7 @@ TEST(Cluster, ALargeVectorMadeInATaskLiesInItsMakersArena) {
   EXPECT_EQ(after.filled_later, before.filled_later) << "read where it lies: no copy into the arena";
   const NodeCounts reader_after = brisk::get(brisk::task(node_counts).resources(on(b)).remote());
   EXPECT_EQ(reader_after.fetches - reader_before.fetches, 1u);
+  EXPECT_EQ(reader_after.placed, reader_before.placed) << "the copy on rank " << b << ", kept while v lives, is private";
   if (reader_before.node_peers > 0) EXPECT_EQ(reader_after.fetched_shared - reader_before.fetched_shared, 1u);
   v = {};
   EXPECT_TRUE(all_released(20s));

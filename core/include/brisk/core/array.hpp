@@ -89,6 +89,20 @@ class PrivateArrays {
  private:
   bool previous_;
 };
+// While one exists on a thread, large allocations by operator new use private memory
+// (set_new_memory places nothing); arrays are left as they are. For the destination
+// of a pull into a std::vector: in private memory it takes a freed vector's storage
+// (serial::SpareVectors, which keeps no arena memory) and is not zero-filled first.
+class PrivateAllocations {
+ public:
+  PrivateAllocations() noexcept;
+  ~PrivateAllocations();
+  PrivateAllocations(const PrivateAllocations&) = delete;
+  PrivateAllocations& operator=(const PrivateAllocations&) = delete;
+
+ private:
+  bool previous_;
+};
 
 // The rank's arena as the home of large allocations by the global operator new (a
 // std::vector's storage, among others; brisk replaces operator new and delete, see
