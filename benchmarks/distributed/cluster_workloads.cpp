@@ -224,6 +224,17 @@ void quiet_barrier(bool sleep = true) {
   }
 }
 
+// The communicator of the two ranks that measure (MPI_COMM_NULL on the others), for
+// the barriers that step them through each repetition: the other ranks wait in
+// quiet_barrier meanwhile, rather than spinning in every one (or, where they took no
+// part, leaving the pair's barriers over MPI_COMM_WORLD unmatched: with 3 or more
+// ranks that hung the ucx measurements). Collective; free it with MPI_Comm_free.
+MPI_Comm pair_comm(int rank, Pair p) {
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, rank == p.a || rank == p.b ? 0 : MPI_UNDEFINED, rank, &comm);
+  return comm;
+}
+
 Summary raw_pingpong(int rank, int iterations) {
   char buf[8] = {};
   std::vector<double> rt;
@@ -311,16 +322,17 @@ std::vector<double> raw_mpi_get(int rank, Pair p, const std::vector<std::size_t>
   }
   if (rank == p.a) std::memset(base, 1, largest);
   MPI_Win_lock_all(MPI_MODE_NOCHECK, win);
+  MPI_Comm pair = pair_comm(rank, p);
   quiet_barrier();
   std::vector<double> gbps(sizes.size(), NAN);
-  if (fresh) {
+  if (fresh && pair != MPI_COMM_NULL) {
     // Both ranks step through the repetitions together.
     for (std::size_t s = 0; s < sizes.size(); ++s) {
       const int n = static_cast<int>(sizes[s]);
       std::vector<double> reps;
       for (int r = 0; r <= transfer_reps(sizes[s], quick); ++r) {
         if (rank == p.a) std::memset(base, 1, sizes[s]);  // rewritten: the lines are the writer's again
-        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Barrier(pair);
         if (rank == p.b) {
           const auto t0 = Clock::now();
           MPI_Get(dst.data(), n, MPI_BYTE, p.a, 0, n, MPI_BYTE, win);
@@ -330,7 +342,7 @@ std::vector<double> raw_mpi_get(int rank, Pair p, const std::vector<std::size_t>
           }
           if (r > 0) reps.push_back(sizes[s] / (us_since(t0) * 1e3));
         }
-        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Barrier(pair);
       }
       if (rank == p.b) gbps[s] = median(reps);
     }
@@ -348,6 +360,7 @@ std::vector<double> raw_mpi_get(int rank, Pair p, const std::vector<std::size_t>
     }
   }
   quiet_barrier(rank != p.a);  // A's progress may be needed for B's gets (e.g. osc/pt2pt)
+  if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
   MPI_Win_unlock_all(win);
   MPI_Win_free(&win);
   MPI_Bcast(gbps.data(), static_cast<int>(gbps.size()), MPI_DOUBLE, p.b, MPI_COMM_WORLD);
@@ -382,6 +395,7 @@ std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>
                                 bool then_read = false, bool created = false) {
   std::vector<double> gbps(sizes.size(), NAN);
   const std::size_t largest = sizes.back();
+  MPI_Comm pair = pair_comm(rank, p);
   quiet_barrier();
   if (rank == p.a || rank == p.b) {
     const int peer = rank == p.a ? p.b : p.a;
@@ -432,9 +446,9 @@ std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>
         for (std::size_t s = 0; s < sizes.size(); ++s) {
           for (int r = 0; r <= transfer_reps(sizes[s], quick); ++r) {
             std::memset(region.data(), 1, sizes[s]);  // rewritten: the lines are the writer's again
-            MPI_Barrier(MPI_COMM_WORLD);
+            MPI_Barrier(pair);
             MPI_Request req;
-            MPI_Ibarrier(MPI_COMM_WORLD, &req);
+            MPI_Ibarrier(pair, &req);
             serve(req);
           }
         }
@@ -464,7 +478,7 @@ std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>
       for (std::size_t s = 0; s < sizes.size(); ++s) {
         std::vector<double> reps;
         for (int r = 0; r <= transfer_reps(sizes[s], quick); ++r) {
-          if (fresh) MPI_Barrier(MPI_COMM_WORLD);
+          if (fresh) MPI_Barrier(pair);
           ucp_request_param_t rp{};
           const auto t0 = Clock::now();
           ucx_wait(worker, ucp_get_nbx(ep, dst.data(), sizes[s], header[2], rkey, &rp), "ucp_get_nbx");
@@ -474,7 +488,7 @@ std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>
           if (r > 0) reps.push_back(sizes[s] / (us_since(t0) * 1e3));
           if (fresh) {  // matches A's MPI_Ibarrier (a blocking barrier would not)
             MPI_Request req;
-            MPI_Ibarrier(MPI_COMM_WORLD, &req);
+            MPI_Ibarrier(pair, &req);
             MPI_Wait(&req, MPI_STATUS_IGNORE);
           }
         }
@@ -489,6 +503,7 @@ std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>
     ucp_worker_destroy(worker);
     ucp_cleanup(context);
   }
+  if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
   quiet_barrier();
   MPI_Bcast(gbps.data(), static_cast<int>(gbps.size()), MPI_DOUBLE, p.b, MPI_COMM_WORLD);
   return gbps;
