@@ -89,6 +89,7 @@ class PrivateArrays {
  private:
   bool previous_;
 };
+
 // While one exists on a thread, large allocations by operator new use private memory
 // (set_new_memory places nothing); arrays are left as they are. For the destination
 // of a pull into a std::vector: in private memory it takes a freed vector's storage
