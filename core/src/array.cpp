@@ -83,10 +83,8 @@ bool array_memory_is_shared(const void* p) noexcept {
   return borrowed(p) || new_memory_contains(p);
 }
 
-PrivateArrays::PrivateArrays() noexcept : previous_(t_private) { t_private = true; }
-PrivateArrays::~PrivateArrays() { t_private = previous_; }
-PrivateAllocations::PrivateAllocations() noexcept : previous_(t_private_new) { t_private_new = true; }
-PrivateAllocations::~PrivateAllocations() { t_private_new = previous_; }
+PrivateArrays::PrivateArrays() noexcept : ThreadFlagScope(t_private) {}
+PrivateAllocations::PrivateAllocations() noexcept : ThreadFlagScope(t_private_new) {}
 
 // ---------------------------------------------------------------------------
 // Placement of operator new's large allocations (set_new_memory).

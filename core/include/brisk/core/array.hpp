@@ -76,33 +76,37 @@ void add_borrowed_memory(const void* base, std::size_t bytes);
 // store does not spill such values, whose memory a spill would not free (and other
 // ranks may be reading).
 bool array_memory_is_shared(const void* p) noexcept;
+// Sets one of the calling thread's flags for its lifetime; the value it had comes
+// back when the scope ends (scopes nest).
+class ThreadFlagScope {
+ public:
+  ThreadFlagScope(const ThreadFlagScope&) = delete;
+  ThreadFlagScope& operator=(const ThreadFlagScope&) = delete;
+
+ protected:
+  explicit ThreadFlagScope(bool& flag) noexcept : flag_(flag), previous_(flag) { flag = true; }
+  ~ThreadFlagScope() { flag_ = previous_; }
+
+ private:
+  bool& flag_;  // a thread_local of core/src/array.cpp
+  bool previous_;
+};
+
 // While one exists on a thread, its arrays and large allocations (set_new_memory)
 // use private memory (the destinations of pulls: huge pages and the cache beat the
 // registered arena there; and the runtime's own buffers).
-class PrivateArrays {
+class PrivateArrays : ThreadFlagScope {
  public:
   PrivateArrays() noexcept;
-  ~PrivateArrays();
-  PrivateArrays(const PrivateArrays&) = delete;
-  PrivateArrays& operator=(const PrivateArrays&) = delete;
-
- private:
-  bool previous_;
 };
 
 // While one exists on a thread, large allocations by operator new use private memory
 // (set_new_memory places nothing); arrays are left as they are. For the destination
 // of a pull into a std::vector: in private memory it takes a freed vector's storage
 // (serial::SpareVectors, which keeps no arena memory) and is not zero-filled first.
-class PrivateAllocations {
+class PrivateAllocations : ThreadFlagScope {
  public:
   PrivateAllocations() noexcept;
-  ~PrivateAllocations();
-  PrivateAllocations(const PrivateAllocations&) = delete;
-  PrivateAllocations& operator=(const PrivateAllocations&) = delete;
-
- private:
-  bool previous_;
 };
 
 // The rank's arena as the home of large allocations by the global operator new (a
