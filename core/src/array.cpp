@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -17,14 +18,57 @@ namespace {
 constexpr std::size_t kHuge = std::size_t{2} << 20;
 constexpr std::size_t kCached = std::size_t{256} << 10;  // blocks this large are cached
 
-struct Cache {
+struct Block {
+  std::uint64_t stamp;  // serial::next_kept_stamp, when it was kept
+  void* p;
+};
+
+// Freed blocks of kCached bytes and more, one of the process's kept pools.
+struct Cache final : serial::KeptPool {
   std::mutex mutex;
-  std::map<std::size_t, std::vector<void*>> free;  // rounded size -> blocks
+  std::map<std::size_t, std::vector<Block>> free;  // rounded size -> blocks, oldest first
   std::size_t bytes = 0;
+
+  std::uint64_t oldest_kept() noexcept override {
+    std::lock_guard lock(mutex);
+    const auto it = oldest();
+    return it == free.end() ? UINT64_MAX : it->second.front().stamp;
+  }
+  bool drop_oldest_kept() noexcept override {
+    void* p = nullptr;
+    std::size_t size = 0;
+    {
+      std::lock_guard lock(mutex);
+      const auto it = oldest();
+      if (it == free.end()) return false;
+      size = it->first;
+      p = it->second.front().p;
+      it->second.erase(it->second.begin());
+      if (it->second.empty()) free.erase(it);
+      bytes -= size;
+    }
+    serial::release_kept_bytes(size);
+    std::free(p);
+    return true;
+  }
+
+ private:
+  // The size whose oldest block was kept longest.
+  std::map<std::size_t, std::vector<Block>>::iterator oldest() {
+    auto first = free.end();
+    for (auto it = free.begin(); it != free.end(); ++it) {
+      if (!it->second.empty() && (first == free.end() || it->second.front().stamp < first->second.front().stamp)) first = it;
+    }
+    return first;
+  }
 };
 
 Cache& cache() {
-  static Cache* c = new Cache;  // never destroyed: arrays may be freed during exit
+  static Cache* c = [] {  // never destroyed: arrays may be freed during exit
+    auto* created = new Cache;
+    serial::add_kept_pool(created);
+    return created;
+  }();
   return *c;
 }
 
@@ -203,8 +247,9 @@ void* array_allocate(std::size_t bytes) {
     std::lock_guard lock(c.mutex);
     auto it = c.free.find(size);
     if (it != c.free.end() && !it->second.empty()) {
-      void* p = it->second.back();
+      void* p = it->second.back().p;  // the newest: its pages the likeliest in the cache
       it->second.pop_back();
+      if (it->second.empty()) c.free.erase(it);
       c.bytes -= size;
       serial::release_kept_bytes(size);
       return p;
@@ -223,11 +268,12 @@ void array_free(void* p, std::size_t bytes) noexcept {
   }
   if (bytes >= kCached) {
     const std::size_t size = rounded(bytes);
-    Cache& c = cache();
-    std::lock_guard lock(c.mutex);
+    // Claimed before the lock: making room may free this cache's own oldest blocks.
     if (serial::reserve_kept_bytes(size)) {
+      Cache& c = cache();
+      std::lock_guard lock(c.mutex);
       try {
-        c.free[size].push_back(p);
+        c.free[size].push_back(Block{serial::next_kept_stamp(), p});
         c.bytes += size;
         return;
       } catch (...) {

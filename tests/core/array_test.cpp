@@ -42,6 +42,46 @@ TEST(Array, LargeBlocksAreReusedFromTheCache) {
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.data()) % (std::size_t{2} << 20), 0u);
 }
 
+// Array's cache and spare vectors share one bound. Storage freed when it is full
+// takes the room of the storage kept longest, whichever pool keeps it (a job whose
+// vectors filled the bound made every large Array in fresh pages).
+TEST(Array, FreedStorageTakesTheRoomOfTheOldestKept) {
+  namespace serial = detail::serial;
+  struct Older {
+    std::uint8_t b;  // element types of this test's own: spare pools of their own
+  };
+  struct Newer {
+    std::uint8_t b;
+  };
+  constexpr std::size_t kBytes = std::size_t{200} << 20;  // three of them pass the bound
+  static_assert(3 * kBytes > serial::kKeptBytesLimit && 2 * kBytes <= serial::kKeptBytesLimit);
+  auto& older = serial::SpareVectors<Older>::instance();
+  auto& newer = serial::SpareVectors<Newer>::instance();
+  std::vector<Older> a;
+  a.reserve(kBytes);  // storage never touched: no memory in use
+  std::vector<Newer> b;
+  b.reserve(kBytes);
+  older.give(a);
+  newer.give(b);
+  ASSERT_EQ(older.count(), 1u);
+  ASSERT_EQ(newer.count(), 1u);
+  void* block = detail::array_allocate(kBytes);
+  detail::array_free(block, kBytes);
+  EXPECT_GE(detail::array_cache_bytes(), kBytes);
+  void* again = detail::array_allocate(kBytes);
+  EXPECT_EQ(again, block) << "the Array's block was kept";
+  detail::array_free(again, kBytes);
+  EXPECT_EQ(older.count(), 0u) << "the spare kept longest made room";
+  EXPECT_EQ(newer.count(), 1u) << "the newer spare stays";
+
+  // The whole bound, claimed: every pool gives up what it keeps.
+  ASSERT_TRUE(serial::reserve_kept_bytes(serial::kKeptBytesLimit));
+  EXPECT_EQ(newer.count(), 0u);
+  EXPECT_EQ(detail::array_cache_bytes(), 0u);
+  EXPECT_FALSE(serial::reserve_kept_bytes(1));
+  serial::release_kept_bytes(serial::kKeptBytesLimit);
+}
+
 TEST(Array, SerializesExactlyLikeAVector) {
   std::vector<std::uint32_t> v{1, 2, 3, 0xdeadbeef};
   Array<std::uint32_t> a(v);

@@ -531,10 +531,35 @@ void advise_huge_pages(void* p, std::size_t bytes) noexcept;
 inline constexpr std::size_t kHugePageHintBytes = std::size_t{4} << 20;
 
 // Freed storage that this process keeps for reuse (Array's cache of blocks, spare
-// vectors) shares one bound, kKeptBytesLimit: reserve_kept_bytes claims `bytes` of it
-// (false where that would pass the bound), release_kept_bytes gives them back.
-// Thread-safe.
+// vectors) shares one bound, kKeptBytesLimit. Each pool of it is a KeptPool, and
+// where the bound leaves no room for storage just freed, the oldest kept storage of
+// any pool is freed first: what was freed last is likeliest to be asked for next (a
+// loop's objects come back at the sizes they had). Without that, a job whose
+// std::vectors filled the bound re-made every large brisk::Array in fresh pages,
+// zero-filled by the kernel (a pulled 256 MiB Array at 0.7 of the rate of a vector
+// beside it, and at a tenth when the kernel had no huge pages to give).
 inline constexpr std::size_t kKeptBytesLimit = std::size_t{512} << 20;
+class KeptPool {
+ public:
+  // The stamp (next_kept_stamp) of the oldest storage this pool keeps; UINT64_MAX
+  // when it keeps none.
+  virtual std::uint64_t oldest_kept() noexcept = 0;
+  // Frees the oldest storage this pool keeps and releases its bytes; false when it
+  // keeps none.
+  virtual bool drop_oldest_kept() noexcept = 0;
+
+ protected:
+  ~KeptPool() = default;
+};
+// Registers a pool that lives until the process exits (at most 64 are; one past
+// that keeps its storage, only never gives it up for another pool's).
+void add_kept_pool(KeptPool* pool) noexcept;
+// A stamp for storage a pool keeps now: later storage has a larger one.
+std::uint64_t next_kept_stamp() noexcept;
+// Claims `bytes` of the bound, freeing the oldest kept storage of the pools to make
+// room; false where `bytes` would pass the bound even so. Called holding no pool's
+// lock (it takes each pool's in turn). release_kept_bytes gives bytes back.
+// Thread-safe.
 bool reserve_kept_bytes(std::size_t bytes) noexcept;
 void release_kept_bytes(std::size_t bytes) noexcept;
 
@@ -548,10 +573,14 @@ void release_kept_bytes(std::size_t bytes) noexcept;
 // during exit).
 inline constexpr std::size_t kSpareVectorBytes = std::size_t{256} << 10;
 template <class E>
-class SpareVectors {
+class SpareVectors final : public KeptPool {
  public:
   static SpareVectors& instance() {
-    static auto* spares = new SpareVectors;
+    static auto* spares = [] {
+      auto* created = new SpareVectors;
+      add_kept_pool(created);
+      return created;
+    }();
     return *spares;
   }
   // An empty vector whose capacity holds `n` elements and at most a quarter more,
@@ -570,7 +599,7 @@ class SpareVectors {
       std::lock_guard lock(mutex_);
       auto it = spares_.lower_bound(n);
       if (it == spares_.end() || it->first - n > n / 4) return v;
-      v = std::move(it->second);
+      v = std::move(it->second.vector);
       spares_.erase(it);
     }
     release_kept_bytes(v.capacity() * sizeof(E));
@@ -585,7 +614,8 @@ class SpareVectors {
     if (bytes < kSpareVectorBytes || detail::array_memory_is_shared(v.data()) || !reserve_kept_bytes(bytes)) return;
     try {
       std::lock_guard lock(mutex_);
-      spares_.emplace(v.capacity(), std::move(v));
+      const std::size_t capacity = v.capacity();  // before the move below
+      spares_.emplace(capacity, Spare{next_kept_stamp(), std::move(v)});
     } catch (...) {
       release_kept_bytes(bytes);
     }
@@ -594,11 +624,41 @@ class SpareVectors {
     std::lock_guard lock(mutex_);
     return spares_.size();
   }
+  std::uint64_t oldest_kept() noexcept override {
+    std::lock_guard lock(mutex_);
+    const auto it = oldest();
+    return it == spares_.end() ? UINT64_MAX : it->second.stamp;
+  }
+  bool drop_oldest_kept() noexcept override {
+    std::vector<E> dropped;
+    {
+      std::lock_guard lock(mutex_);
+      const auto it = oldest();
+      if (it == spares_.end()) return false;
+      dropped = std::move(it->second.vector);
+      spares_.erase(it);
+    }
+    release_kept_bytes(dropped.capacity() * sizeof(E));
+    return true;  // its storage is freed here, outside the lock
+  }
 
  private:
+  struct Spare {
+    std::uint64_t stamp;
+    std::vector<E> vector;
+  };
   SpareVectors() = default;
+  ~SpareVectors() = default;
+  // The spare kept longest (a scan: the bound holds at most a few thousand).
+  auto oldest() {
+    auto first = spares_.begin();
+    for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+      if (it->second.stamp < first->second.stamp) first = it;
+    }
+    return first;
+  }
   std::mutex mutex_;
-  std::multimap<std::size_t, std::vector<E>> spares_;  // capacity -> empty vector
+  std::multimap<std::size_t, Spare> spares_;  // capacity -> a freed vector (its elements stale)
 };
 
 // Vectors whose storage SpareVectors keeps: std::vector<E> of bitwise elements.
