@@ -16,15 +16,21 @@
 //
 //   mpirun -np 2 --oversubscribe --bind-to none build/benchmarks/brisk_cluster_workloads
 //       [--brisk-transport=mpi|ucx] [--only=NAME] [--quick] [--object=vector|array]
-//       [--read=size]
+//       [--read=size] [--rounds=N]
 //
 // --quick: a tenth of the tasks and iterations, transfers up to 16 MiB.
+// --rounds=N: object_transfer measures its raw reads and then brisk's, N times in
+//   turn (1 to 9; 3 by default, 1 with --quick), each time in a new brisk::run; a
+//   line gives the median over the rounds and each round's ratio to the raw read
+//   that does the same work. The VM's speed drifts by a third over minutes, so a
+//   ratio of two figures measured apart is as much drift as brisk; paired rounds
+//   are not.
 // --object: object_transfer moves only std::vector or only brisk::Array objects.
 // --read=size: object_transfer's reading task reads only the object's size, not
 //   every byte (the time is then the task's and the transfer's alone; an Array read
 //   in place on the maker's node then moves nothing).
 //
-// The raw figures are measured in main, before brisk::run: this program initialises
+// The raw figures are measured in main, outside brisk::run: this program initialises
 // MPI itself (brisk::run then neither initialises nor finalises it).
 #include <mpi.h>
 #include <sched.h>
@@ -70,6 +76,8 @@ struct Settings {
   std::string object;  // object_transfer: "vector" or "array" only ("": both)
   bool read_bytes = true;  // object_transfer: the reading task reads every byte (else only the size)
   bool quick = false;
+  int rounds = 0;  // object_transfer's rounds (0: the default, 3, or 1 with --quick)
+  std::string error;  // a malformed option, named
   bool help = false;  // --brisk-help: brisk::run prints the options; nothing is measured
   // As brisk reads it: the flag, else BRISK_TRANSPORT, else brisk's default.
   std::string transport = brisk::default_transport() == brisk::TransportKind::kUcx ? "ucx" : "mpi";
@@ -85,10 +93,21 @@ Settings read_settings(int argc, char** argv) {
     if (a == "--quick") s.quick = true;
     if (a.rfind("--object=", 0) == 0) s.object = a.substr(9);
     if (a == "--read=size") s.read_bytes = false;
+    if (a.rfind("--rounds=", 0) == 0) {
+      const std::string v = a.substr(9);
+      char* end = nullptr;
+      const long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || n < 1 || n > 9) {
+        s.error = "--rounds=" + v + ": expected a whole number from 1 to 9";
+      } else {
+        s.rounds = static_cast<int>(n);
+      }
+    }
     if (a == "--brisk-help") s.help = true;
     if (a.rfind("--brisk-transport=", 0) == 0) s.transport = a.substr(18);
     if (a == "--brisk-transport" && i + 1 < argc) s.transport = argv[i + 1];
   }
+  if (s.rounds == 0) s.rounds = s.quick ? 1 : 3;
   return s;
 }
 
@@ -127,7 +146,14 @@ Summary summarize(std::vector<double> v) {
   auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<std::size_t>(q * (v.size() - 1) + 0.5))]; };
   return {at(0.5), at(0.1), at(0.9)};
 }
-double median(std::vector<double> v) { return summarize(std::move(v)).median; }
+// The middle value; of an even count, the mean of the two middle ones.
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  const std::size_t mid = v.size() / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  if (v.size() % 2) return v[mid];
+  return (v[mid] + *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid))) / 2;
+}
 
 std::string number(double x) {
   if (!std::isfinite(x)) return "null";
@@ -191,11 +217,17 @@ std::uint64_t read_all(const std::uint8_t* p, std::size_t n) {
   return ok ? n : 0;
 }
 // ---------------------------------------------------------------------------
-// Raw baselines, measured before brisk::run on every rank (collective).
+// Raw baselines, measured outside brisk::run on every rank (collective).
 
 struct Raw {
   Summary pingpong_us{NAN, NAN, NAN};  // 8-byte Send/Recv round trip, ranks 0 and 1
-  std::vector<double> mpi_get_gbps;    // per transfer size, B reading A
+  int cores_available = 0;             // distinct cores the ranks may use, summed over hosts
+  std::string hosts_json = "[]";
+};
+
+// object_transfer's raw reads, per transfer size: one set per round.
+struct TransferRaw {
+  std::vector<double> mpi_get_gbps;    // B reading A
   std::vector<double> mpi_get_fresh_gbps;  // the same, A rewriting the bytes before each read
   std::vector<double> mpi_get_read_gbps;   // fresh, and B then reads every byte it got
   std::vector<double> mpi_get_created_gbps;  // as mpi_get, from a window A made over a memfd
@@ -206,8 +238,6 @@ struct Raw {
   std::vector<double> ucx_get_read_gbps;   // as mpi_get_read, with ucp_get_nbx
   std::vector<double> ucx_get_created_fresh_gbps;  // as mpi_get_created_fresh, with ucp_get_nbx
   std::vector<double> ucx_get_created_read_gbps;   // as mpi_get_created_read, with ucp_get_nbx
-  int cores_available = 0;             // distinct cores the ranks may use, summed over hosts
-  std::string hosts_json = "[]";
 };
 
 // A barrier that sleeps while it waits: ranks left out of a raw measurement must not
@@ -510,6 +540,27 @@ std::vector<double> raw_ucx_get(int rank, Pair p, const std::vector<std::size_t>
 }
 #endif
 
+// One round of object_transfer's raw reads (collective).
+TransferRaw raw_transfers(int rank, int size, bool quick) {
+  const auto sizes = transfer_sizes(quick);
+  const Pair p = transfer_pair(size);
+  TransferRaw raw;
+  raw.mpi_get_gbps = raw_mpi_get(rank, p, sizes, quick, false);
+  raw.mpi_get_fresh_gbps = raw_mpi_get(rank, p, sizes, quick, true);
+  raw.mpi_get_read_gbps = raw_mpi_get(rank, p, sizes, quick, true, true);
+  raw.mpi_get_created_gbps = raw_mpi_get(rank, p, sizes, quick, false, false, true);
+  raw.mpi_get_created_fresh_gbps = raw_mpi_get(rank, p, sizes, quick, true, false, true);
+  raw.mpi_get_created_read_gbps = raw_mpi_get(rank, p, sizes, quick, true, true, true);
+#if BRISK_HAVE_UCX
+  raw.ucx_get_gbps = raw_ucx_get(rank, p, sizes, quick, false);
+  raw.ucx_get_fresh_gbps = raw_ucx_get(rank, p, sizes, quick, true);
+  raw.ucx_get_read_gbps = raw_ucx_get(rank, p, sizes, quick, true, true);
+  raw.ucx_get_created_fresh_gbps = raw_ucx_get(rank, p, sizes, quick, true, false, true);
+  raw.ucx_get_created_read_gbps = raw_ucx_get(rank, p, sizes, quick, true, true, true);
+#endif
+  return raw;
+}
+
 // The cores the job may use: each rank's hostname and affinity mask gathered on rank
 // 0, the masks united per host, the hosts' counts summed.
 void cores_available(int rank, int size, Raw& raw) {
@@ -773,91 +824,177 @@ double read_us(Pair p, std::uint64_t bytes, int reps, bool all) {
   return median(times);
 }
 
+// One size's figures from one round of object_transfer.
+struct TransferSample {
+  std::string path;
+  bool created = false;  // pulled from the maker's node-shared arena: raw reads of a created window compare
+  int reps = 0;
+  double read_us = NAN, round_trip_us = NAN, transfer_us = NAN, gbps = NAN;
+  long long maker_arena_bytes = 0;
+  std::string cluster;  // the ranks' counters over the reads
+};
+// One object type's samples, per transfer size.
+struct TransferSeries {
+  const char* object = "";
+  std::vector<TransferSample> sizes;
+};
+
 template <class C>
-void object_transfer_of(const Job& job) {
+TransferSeries object_transfer_of(const Job& job) {
   const Pair p = transfer_pair(job.ranks);
   const bool quick = job.settings.quick;
   const auto sizes = transfer_sizes(quick);
-  const bool ucx = job.settings.transport == "ucx";
   const bool all = job.settings.read_bytes;
   read_us<C>(p, 0, 10, all);  // warm-up
   const double round_trip = read_us<C>(p, 0, quick ? 20 : 100, all);
+  TransferSeries series{Container<C>::name, {}};
   for (std::size_t s = 0; s < sizes.size(); ++s) {
-    const int reps = transfer_reps(sizes[s], quick);
+    TransferSample x;
+    x.reps = transfer_reps(sizes[s], quick);
     const auto before = counters_all();
-    const double read = read_us<C>(p, sizes[s], reps, all);
+    x.read_us = read_us<C>(p, sizes[s], x.reps, all);
     const auto after = counters_all();
     // Pulled one-sided by the reader, or carried inline in messages (small objects).
     const bool pulled = after[p.b].fetches > before[p.b].fetches;
     // Read from the maker's arena mapped on the reader's node: in place (an Array),
     // or with one copy; otherwise a one-sided get through the transport.
-    const char* path = !pulled                                              ? "inline"
-                       : after[p.b].borrowed > before[p.b].borrowed          ? "node-shared, in place"
-                       : after[p.b].fetched_shared > before[p.b].fetched_shared ? "node-shared, copied"
-                                                                              : "pulled";
+    x.path = !pulled                                                  ? "inline"
+             : after[p.b].borrowed > before[p.b].borrowed             ? "node-shared, in place"
+             : after[p.b].fetched_shared > before[p.b].fetched_shared ? "node-shared, copied"
+                                                                      : "pulled";
     // An inline object read on rank 0 came with its result, before the clock started:
     // the read moved no bytes, and no bandwidth is reported for it.
     const bool moved = pulled || p.b != 0;
-    const double transfer = read - round_trip;
-    const double gbps = moved && transfer > 0 ? sizes[s] / (transfer * 1e3) : NAN;
-    const double raw_mpi = job.raw.mpi_get_gbps[s];
-    const double raw_ucx = job.raw.ucx_get_gbps.empty() ? NAN : job.raw.ucx_get_gbps[s];
-    // The raw figure that does the same work as this read: a one-sided read of bytes
-    // the holder has just written (each repetition's object is new), from a window
-    // made over a memfd where the reader pulled from the maker's node-shared arena, as
-    // brisk's get path does, else from MPI's own window (the fastest on a node);
-    // followed by the same read of every byte where the task reads them. Over ucx,
-    // the same with ucp_get_nbx (whose window is always memory the holder mapped).
-    const bool created = std::string_view(path) == "pulled" && after[p.a].arena_shared;
-    const auto at = [s](const std::vector<double>& v) { return v.empty() ? NAN : v[s]; };
-    const char* like_name = ucx ? (created ? (all ? "ucp_get_nbx_created_then_read" : "ucp_get_nbx_created_fresh")
-                                           : (all ? "ucp_get_nbx_then_read" : "ucp_get_nbx_fresh"))
-                            : created ? (all ? "mpi_get_created_window_then_read" : "mpi_get_created_window_fresh")
-                                      : (all ? "mpi_get_then_read" : "mpi_get_fresh");
-    const double like = ucx ? (created ? (all ? at(job.raw.ucx_get_created_read_gbps) : at(job.raw.ucx_get_created_fresh_gbps))
-                                       : (all ? at(job.raw.ucx_get_read_gbps) : at(job.raw.ucx_get_fresh_gbps)))
-                        : created ? (all ? job.raw.mpi_get_created_read_gbps[s] : job.raw.mpi_get_created_fresh_gbps[s])
-                                  : (all ? job.raw.mpi_get_read_gbps[s] : job.raw.mpi_get_fresh_gbps[s]);
-    job.line("object_transfer")
-        .text("object", Container<C>::name)
-        .integer("bytes", static_cast<long long>(sizes[s]))
-        .integer("maker", p.a)
-        .integer("reader", p.b)
-        .integer("maker_arena_bytes", static_cast<long long>(after[p.a].arena_bytes))
-        .integer("reps", reps)
-        .text("path", path)
-        .text("task_reads", all ? "every byte" : "the size")
-        .num("read_us", read)
-        .num("round_trip_us", round_trip)
-        .num("transfer_us", transfer)
-        .num("gbps", gbps)
-        .text("unit", "GB/s")
-        .raw("raw", "{\"mpi_get\":" + number(raw_mpi) + ",\"mpi_get_fresh\":" + number(job.raw.mpi_get_fresh_gbps[s]) +
-                        ",\"mpi_get_then_read\":" + number(job.raw.mpi_get_read_gbps[s]) +
-                        ",\"mpi_get_created_window\":" + number(job.raw.mpi_get_created_gbps[s]) +
-                        ",\"mpi_get_created_window_fresh\":" + number(job.raw.mpi_get_created_fresh_gbps[s]) +
-                        ",\"mpi_get_created_window_then_read\":" + number(job.raw.mpi_get_created_read_gbps[s]) +
-                        ",\"ucp_get_nbx\":" + number(raw_ucx) +
-                        ",\"ucp_get_nbx_fresh\":" + number(at(job.raw.ucx_get_fresh_gbps)) +
-                        ",\"ucp_get_nbx_then_read\":" + number(at(job.raw.ucx_get_read_gbps)) +
-                        ",\"ucp_get_nbx_created_fresh\":" + number(at(job.raw.ucx_get_created_fresh_gbps)) +
-                        ",\"ucp_get_nbx_created_then_read\":" + number(at(job.raw.ucx_get_created_read_gbps)) +
-                        ",\"unit\":\"GB/s\"}")
-        .num("ratio_to_raw", gbps / (ucx ? raw_ucx : raw_mpi))
-        .num("ratio_to_fresh_mpi_get", gbps / job.raw.mpi_get_fresh_gbps[s])
-        .num("ratio_to_mpi_get_then_read", gbps / job.raw.mpi_get_read_gbps[s])
-        .num("ratio_to_created_window_get", gbps / job.raw.mpi_get_created_gbps[s])
-        .text("ratio_against", ucx ? "ucp_get_nbx" : "mpi_get")
-        .text("like_for_like", like_name)
-        .num("ratio_like_for_like", gbps / like)
-        .raw("cluster", cluster_json(before, after))
-        .emit();
+    x.round_trip_us = round_trip;
+    x.transfer_us = x.read_us - round_trip;
+    x.gbps = moved && x.transfer_us > 0 ? sizes[s] / (x.transfer_us * 1e3) : NAN;
+    x.created = x.path == "pulled" && after[p.a].arena_shared;
+    x.maker_arena_bytes = static_cast<long long>(after[p.a].arena_bytes);
+    x.cluster = cluster_json(before, after);
+    series.sizes.push_back(std::move(x));
   }
+  return series;
 }
 
-void object_transfer(const Job& job) {
-  if (job.settings.object != "array") object_transfer_of<std::vector<std::uint8_t>>(job);
-  if (job.settings.object != "vector") object_transfer_of<brisk::Array<std::uint8_t>>(job);
+std::vector<TransferSeries> object_transfer(const Job& job) {
+  std::vector<TransferSeries> out;
+  if (job.settings.object != "array") out.push_back(object_transfer_of<std::vector<std::uint8_t>>(job));
+  if (job.settings.object != "vector") out.push_back(object_transfer_of<brisk::Array<std::uint8_t>>(job));
+  return out;
+}
+
+// The median of the finite values of `v` (NaN when there are none).
+double finite_median(std::vector<double> v) {
+  std::erase_if(v, [](double x) { return !std::isfinite(x); });
+  return median(std::move(v));
+}
+
+// The raw read that does the same work as a brisk read, and its name: a one-sided
+// read of bytes the holder has just written (each repetition's object is new), from
+// a window made over a memfd where the reader pulled from the maker's node-shared
+// arena (`created`), as brisk's get path does, else from MPI's own window (the
+// fastest on a node); followed by the same read of every byte where the task reads
+// them (`all`). Over ucx, the same with ucp_get_nbx (whose window is always memory
+// the holder mapped).
+std::pair<const char*, double> like_for_like(const TransferRaw& raw, std::size_t s, bool ucx, bool created, bool all) {
+  const auto at = [s](const std::vector<double>& v) { return s < v.size() ? v[s] : NAN; };
+  if (ucx) {
+    return created ? (all ? std::pair{"ucp_get_nbx_created_then_read", at(raw.ucx_get_created_read_gbps)}
+                          : std::pair{"ucp_get_nbx_created_fresh", at(raw.ucx_get_created_fresh_gbps)})
+                   : (all ? std::pair{"ucp_get_nbx_then_read", at(raw.ucx_get_read_gbps)}
+                          : std::pair{"ucp_get_nbx_fresh", at(raw.ucx_get_fresh_gbps)});
+  }
+  return created ? (all ? std::pair{"mpi_get_created_window_then_read", at(raw.mpi_get_created_read_gbps)}
+                        : std::pair{"mpi_get_created_window_fresh", at(raw.mpi_get_created_fresh_gbps)})
+                 : (all ? std::pair{"mpi_get_then_read", at(raw.mpi_get_read_gbps)}
+                        : std::pair{"mpi_get_fresh", at(raw.mpi_get_fresh_gbps)});
+}
+
+// The object_transfer lines (on the driver's rank, after every round): per object and
+// size, the medians over the rounds of brisk's figures and of each raw read, and the
+// median of the rounds' own ratios of brisk to the like-for-like raw read, each round
+// beside the raw reads measured just before it. The counters are the last round's.
+void emit_object_transfer(const Job& job, const std::vector<TransferRaw>& raws,
+                          const std::vector<std::vector<TransferSeries>>& rounds) {
+  if (rounds.empty()) return;
+  const auto sizes = transfer_sizes(job.settings.quick);
+  const bool ucx = job.settings.transport == "ucx";
+  const bool all = job.settings.read_bytes;
+  for (std::size_t i = 0; i < rounds.front().size(); ++i) {
+    for (std::size_t s = 0; s < sizes.size(); ++s) {
+      std::vector<double> read, round_trip, transfer, gbps, likes, ratios;
+      std::string path = rounds.front()[i].sizes[s].path;
+      const char* like_name = "";
+      for (std::size_t r = 0; r < rounds.size(); ++r) {
+        const TransferSample& x = rounds[r][i].sizes[s];
+        if (x.path != path) path = "differs between rounds";
+        const auto [name, like] = like_for_like(raws[r], s, ucx, x.created, all);
+        like_name = name;
+        read.push_back(x.read_us);
+        round_trip.push_back(x.round_trip_us);
+        transfer.push_back(x.transfer_us);
+        gbps.push_back(x.gbps);
+        likes.push_back(like);
+        ratios.push_back(x.gbps / like);
+      }
+      // A raw figure's median over the rounds.
+      const auto raw_median = [&](std::vector<double> TransferRaw::*field) {
+        std::vector<double> v;
+        for (const TransferRaw& raw : raws) v.push_back(s < (raw.*field).size() ? (raw.*field)[s] : NAN);
+        return finite_median(std::move(v));
+      };
+      const double mpi_get = raw_median(&TransferRaw::mpi_get_gbps), ucp_get = raw_median(&TransferRaw::ucx_get_gbps);
+      const double mpi_fresh = raw_median(&TransferRaw::mpi_get_fresh_gbps);
+      const double mpi_read = raw_median(&TransferRaw::mpi_get_read_gbps);
+      const double mpi_created = raw_median(&TransferRaw::mpi_get_created_gbps);
+      const TransferSample& last = rounds.back()[i].sizes[s];
+      const double g = finite_median(gbps);
+      const auto numbers = [](const std::vector<double>& v) {
+        std::string out = "[";
+        for (double x : v) out += (out.size() > 1 ? "," : "") + number(x);
+        return out + "]";
+      };
+      job.line("object_transfer")
+          .text("object", rounds.front()[i].object)
+          .integer("bytes", static_cast<long long>(sizes[s]))
+          .integer("maker", transfer_pair(job.ranks).a)
+          .integer("reader", transfer_pair(job.ranks).b)
+          .integer("maker_arena_bytes", last.maker_arena_bytes)
+          .integer("reps", last.reps)
+          .integer("rounds", static_cast<long long>(rounds.size()))
+          .text("path", path)
+          .text("task_reads", all ? "every byte" : "the size")
+          .num("read_us", finite_median(read))
+          .num("round_trip_us", finite_median(round_trip))
+          .num("transfer_us", finite_median(transfer))
+          .num("gbps", g)
+          .text("unit", "GB/s")
+          .raw("raw", "{\"mpi_get\":" + number(mpi_get) + ",\"mpi_get_fresh\":" + number(mpi_fresh) +
+                          ",\"mpi_get_then_read\":" + number(mpi_read) +
+                          ",\"mpi_get_created_window\":" + number(mpi_created) +
+                          ",\"mpi_get_created_window_fresh\":" + number(raw_median(&TransferRaw::mpi_get_created_fresh_gbps)) +
+                          ",\"mpi_get_created_window_then_read\":" + number(raw_median(&TransferRaw::mpi_get_created_read_gbps)) +
+                          ",\"ucp_get_nbx\":" + number(ucp_get) +
+                          ",\"ucp_get_nbx_fresh\":" + number(raw_median(&TransferRaw::ucx_get_fresh_gbps)) +
+                          ",\"ucp_get_nbx_then_read\":" + number(raw_median(&TransferRaw::ucx_get_read_gbps)) +
+                          ",\"ucp_get_nbx_created_fresh\":" + number(raw_median(&TransferRaw::ucx_get_created_fresh_gbps)) +
+                          ",\"ucp_get_nbx_created_then_read\":" + number(raw_median(&TransferRaw::ucx_get_created_read_gbps)) +
+                          ",\"unit\":\"GB/s\",\"of\":\"medians over the rounds\"}")
+          .num("ratio_to_raw", g / (ucx ? ucp_get : mpi_get))
+          .num("ratio_to_fresh_mpi_get", g / mpi_fresh)
+          .num("ratio_to_mpi_get_then_read", g / mpi_read)
+          .num("ratio_to_created_window_get", g / mpi_created)
+          .text("ratio_against", ucx ? "ucp_get_nbx" : "mpi_get")
+          .text("like_for_like", like_name)
+          .num("ratio_like_for_like", finite_median(ratios))
+          .raw("ratio_like_for_like_by_round", numbers(ratios))
+          .raw("gbps_by_round", numbers(gbps))
+          .raw("like_for_like_gbps_by_round", numbers(likes))
+          .raw("round_trip_us_by_round", numbers(round_trip))
+          .raw("cluster", last.cluster)
+          .emit();
+    }
+  }
 }
 
 void throughput(const Job& job) {
@@ -966,36 +1103,55 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 2;
   }
-  if (s.want("remote_e2e")) job.raw.pingpong_us = raw_pingpong(rank, s.quick ? 2000 : 20000);
-  if (s.want("object_transfer")) {
-    const auto sizes = transfer_sizes(s.quick);
-    job.raw.mpi_get_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, false);
-    job.raw.mpi_get_fresh_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true);
-    job.raw.mpi_get_read_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true, true);
-    job.raw.mpi_get_created_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, false, false, true);
-    job.raw.mpi_get_created_fresh_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true, false, true);
-    job.raw.mpi_get_created_read_gbps = raw_mpi_get(rank, transfer_pair(size), sizes, s.quick, true, true, true);
-#if BRISK_HAVE_UCX
-    // On the UCX transports brisk's endpoints use (shared memory within a node
-    // where ranks can watch each other); set in this process's environment, so only
-    // where brisk runs on UCX.
-    if (s.transport == "ucx") brisk::UcxTransport::use_node_shared_memory(MPI_COMM_WORLD);
-    job.raw.ucx_get_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, false);
-    job.raw.ucx_get_fresh_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, true);
-    job.raw.ucx_get_read_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, true, true);
-    job.raw.ucx_get_created_fresh_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, true, false, true);
-    job.raw.ucx_get_created_read_gbps = raw_ucx_get(rank, transfer_pair(size), sizes, s.quick, true, true, true);
-#endif
+  if (!s.error.empty()) {
+    if (rank == 0) std::fprintf(stderr, "cluster_workloads: %s\n", s.error.c_str());
+    MPI_Finalize();
+    return 2;
   }
+  if (s.help) {  // brisk::run prints its options
+    const int code = brisk::run(argc, argv, [] { return 0; });
+    MPI_Finalize();
+    return code;
+  }
+  if (s.want("remote_e2e")) job.raw.pingpong_us = raw_pingpong(rank, s.quick ? 2000 : 20000);
   if (s.want("spill")) cores_available(rank, size, job.raw);
 
-  const int code = brisk::run(argc, argv, [&job] {
-    if (job.settings.want("remote_e2e")) remote_e2e(job);
-    if (job.settings.want("object_transfer")) object_transfer(job);
-    if (job.settings.want("throughput")) throughput(job);
-    if (job.settings.want("spill")) spill(job);
-    return 0;
-  });
+  int code = 0;
+  // Workloads other than object_transfer, in one brisk::run.
+  const auto run_others = [&](std::initializer_list<const char*> names) {
+    if (std::none_of(names.begin(), names.end(), [&](const char* n) { return s.want(n); })) return;
+    const int c = brisk::run(argc, argv, [&job, names] {
+      for (const char* name : names) {
+        if (!job.settings.want(name)) continue;
+        if (std::string_view(name) == "remote_e2e") remote_e2e(job);
+        if (std::string_view(name) == "throughput") throughput(job);
+        if (std::string_view(name) == "spill") spill(job);
+      }
+      return 0;
+    });
+    if (code == 0) code = c;
+  };
+  run_others({"remote_e2e"});
+  if (s.want("object_transfer")) {
+#if BRISK_HAVE_UCX
+    // The raw ucp_get_nbx reads use the UCX transports brisk's endpoints use (shared
+    // memory within a node where ranks can watch each other); set in this process's
+    // environment, so only where brisk runs on UCX.
+    if (s.transport == "ucx") brisk::UcxTransport::use_node_shared_memory(MPI_COMM_WORLD);
+#endif
+    // Rounds: the raw reads, then brisk's in a brisk::run of their own.
+    std::vector<TransferRaw> raws;
+    std::vector<std::vector<TransferSeries>> rounds;
+    for (int r = 0; r < s.rounds && code == 0; ++r) {
+      raws.push_back(raw_transfers(rank, size, s.quick));
+      code = brisk::run(argc, argv, [&job, &rounds] {
+        rounds.push_back(object_transfer(job));
+        return 0;
+      });
+    }
+    if (code == 0) emit_object_transfer(job, raws, rounds);  // rounds: the driver's, on rank 0 only
+  }
+  run_others({"throughput", "spill"});
   MPI_Finalize();
   return code;
 }
