@@ -49,6 +49,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -162,12 +163,17 @@ std::string number(double x) {
   return buf;
 }
 
+// A JSON array; floating-point values as number() writes them.
 template <class T>
 std::string array(const std::vector<T>& v) {
   std::string out = "[";
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (i) out += ",";
-    out += std::to_string(v[i]);
+    if constexpr (std::is_floating_point_v<T>) {
+      out += number(v[i]);
+    } else {
+      out += std::to_string(v[i]);
+    }
   }
   return out + "]";
 }
@@ -949,11 +955,6 @@ void emit_object_transfer(const Job& job, const std::vector<TransferRaw>& raws,
       const double mpi_created = raw_median(&TransferRaw::mpi_get_created_gbps);
       const TransferSample& last = rounds.back()[i].sizes[s];
       const double g = finite_median(gbps);
-      const auto numbers = [](const std::vector<double>& v) {
-        std::string out = "[";
-        for (double x : v) out += (out.size() > 1 ? "," : "") + number(x);
-        return out + "]";
-      };
       job.line("object_transfer")
           .text("object", rounds.front()[i].object)
           .integer("bytes", static_cast<long long>(sizes[s]))
@@ -987,10 +988,10 @@ void emit_object_transfer(const Job& job, const std::vector<TransferRaw>& raws,
           .text("ratio_against", ucx ? "ucp_get_nbx" : "mpi_get")
           .text("like_for_like", like_name)
           .num("ratio_like_for_like", finite_median(ratios))
-          .raw("ratio_like_for_like_by_round", numbers(ratios))
-          .raw("gbps_by_round", numbers(gbps))
-          .raw("like_for_like_gbps_by_round", numbers(likes))
-          .raw("round_trip_us_by_round", numbers(round_trip))
+          .raw("ratio_like_for_like_by_round", array(ratios))
+          .raw("gbps_by_round", array(gbps))
+          .raw("like_for_like_gbps_by_round", array(likes))
+          .raw("round_trip_us_by_round", array(round_trip))
           .raw("cluster", last.cluster)
           .emit();
     }
