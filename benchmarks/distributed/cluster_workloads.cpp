@@ -1,8 +1,10 @@
 // The multi-rank workloads, each beside what the same job measures without brisk:
 //
 //   remote_e2e       get(task pinned to rank 1) from the driver, against a raw MPI
-//                    Send/Recv round trip of 8 bytes; with 3 ranks or more, also
-//                    from a task on rank 1 to rank 2;
+//                    Send/Recv round trip of 8 bytes; the time that get adds to a
+//                    task of 3 ms (by its end both ranks' pollers have gone to
+//                    sleep); with 3 ranks or more, also from a task on rank 1 to
+//                    rank 2;
 //   object_transfer  a std::vector, then a brisk::Array, made on rank A and read by a
 //                    task on rank B that reads every byte, against raw MPI_Get (of
 //                    clean bytes, of bytes just rewritten, and of those followed by
@@ -605,6 +607,15 @@ void cores_available(int rank, int size, Raw& raw) {
 int where() { return brisk::rank(); }
 BRISK_REMOTE(where);
 
+// Spins for `us` microseconds; returns its rank.
+int spin_us(int us) {
+  const auto until = Clock::now() + std::chrono::microseconds(us);
+  while (Clock::now() < until) {
+  }
+  return brisk::rank();
+}
+BRISK_REMOTE(spin_us);
+
 std::vector<std::uint8_t> make_bytes(std::uint64_t n) { return std::vector<std::uint8_t>(n, 1); }
 BRISK_REMOTE(make_bytes);
 
@@ -784,6 +795,30 @@ void remote_e2e(const Job& job) {
       .num("ratio_to_raw", s.median / raw.median)
       .raw("cluster", cluster_json(before, counters_all()))
       .emit();
+  // A task long enough that the ranks' progress threads, with nothing to do, sleep
+  // while it runs: the request finds rank 1's asleep and the result rank 0's. What
+  // the get takes beyond the task's own time is the cost of waking them.
+  {
+    constexpr int kTaskUs = 3000;
+    const int reps = job.settings.quick ? 30 : 300;
+    std::vector<double> extra;
+    int away = 0;
+    for (int i = 0; i < reps; ++i) {
+      const auto t0 = Clock::now();
+      away += brisk::get(brisk::task(spin_us).resources(on(1)).remote(kTaskUs)) != 1;
+      extra.push_back(us_since(t0) - kTaskUs);
+    }
+    if (away) std::fprintf(stderr, "remote_e2e_long_task: %d tasks did not run on rank 1\n", away);
+    const Summary x = summarize(extra);
+    job.line("remote_e2e_long_task")
+        .integer("iterations", reps)
+        .integer("task_us", kTaskUs)
+        .num("median", x.median)
+        .num("p10", x.p10)
+        .num("p90", x.p90)
+        .text("unit", "us beyond the task")
+        .emit();
+  }
   if (job.ranks < 3) return;
   // The same from a task on rank 1 (no global scheduler there by default) to rank 2:
   // a task only one rank can run goes straight there.

@@ -11,8 +11,9 @@
 
 namespace brisk::detail {
 
-void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
-                std::optional<std::chrono::nanoseconds> timeout) noexcept {
+namespace {
+void wait_op(std::atomic<std::uint32_t>* word, std::uint32_t expected, std::optional<std::chrono::nanoseconds> timeout,
+             int op) noexcept {
   static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t));
   timespec ts{};
   timespec* tsp = nullptr;
@@ -22,14 +23,27 @@ void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
     ts.tv_nsec = static_cast<long>(ns % 1000000000);
     tsp = &ts;
   }
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT_PRIVATE, expected, tsp,
-          nullptr, 0);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), op, expected, tsp, nullptr, 0);
 }
 
-void futex_wake(std::atomic<std::uint32_t>* word, int count) noexcept {
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE,
-          count <= 0 ? INT_MAX : count, nullptr, nullptr, 0);
+void wake_op(std::atomic<std::uint32_t>* word, int count, int op) noexcept {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), op, count <= 0 ? INT_MAX : count, nullptr, nullptr, 0);
 }
+}  // namespace
+
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                std::optional<std::chrono::nanoseconds> timeout) noexcept {
+  wait_op(word, expected, timeout, FUTEX_WAIT_PRIVATE);
+}
+
+void futex_wake(std::atomic<std::uint32_t>* word, int count) noexcept { wake_op(word, count, FUTEX_WAKE_PRIVATE); }
+
+void futex_wait_shared(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                       std::optional<std::chrono::nanoseconds> timeout) noexcept {
+  wait_op(word, expected, timeout, FUTEX_WAIT);
+}
+
+void futex_wake_shared(std::atomic<std::uint32_t>* word, int count) noexcept { wake_op(word, count, FUTEX_WAKE); }
 
 void set_os_thread_name(std::string_view name) noexcept {
   char buf[16] = {};

@@ -1,6 +1,7 @@
 #include "brisk/mpi_transport/mpi_transport.hpp"
 
 #include "mpi_poll.hpp"
+#include "node_bells.hpp"
 #include "peer_counts.hpp"
 
 #include <fmt/format.h>
@@ -105,6 +106,7 @@ struct MpiTransport::Impl {
 
   std::vector<std::byte> recv_buffer;
   std::string window_error;  // why there is no window (empty: there is one)
+  std::unique_ptr<detail::NodeBells> bells;  // wakes sleeping ranks of this node (node_bells.hpp)
 };
 
 StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create(std::size_t window_bytes) {
@@ -126,6 +128,7 @@ StatusOr<std::unique_ptr<MpiTransport>> MpiTransport::create_window(std::size_t 
   MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(impl->comm, &impl->rank);
   MPI_Comm_size(impl->comm, &impl->size);
+  impl->bells = detail::NodeBells::open(impl->comm, detail::find_node_members(impl->comm));
   MPI_Info info;
   MPI_Info_create(&info);
   MPI_Info_set(info, "accumulate_ordering", "none");
@@ -196,21 +199,27 @@ Status MpiTransport::send(Rank to, std::vector<std::byte> message) {
     return invalid_argument(fmt::format("no rank {} in a job of {}", to.value, impl_->size));
   if (message.size() > static_cast<std::size_t>(INT_MAX))
     return invalid_argument(fmt::format("a message of {} bytes is larger than MPI can send at once", message.size()));
-  std::lock_guard lock(impl_->send_mutex);
-  // Room first: once MPI_Isend has started, nothing may throw before the buffer is kept.
-  make_room(impl_->send_requests, 1);
-  make_room(impl_->send_buffers, 1);
-  make_room(impl_->send_peers, 1);
-  MPI_Request request = MPI_REQUEST_NULL;
-  int rc = MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, to.value, kMessageTag,
-                     impl_->comm, &request);
-  if (rc != MPI_SUCCESS) return unavailable(fmt::format("MPI_Isend to rank {} failed: {}", to.value, mpi_error(rc)));
-  impl_->send_requests.push_back(request);
-  impl_->send_buffers.push_back(std::move(message));
-  impl_->send_peers.push_back(to.value);
-  impl_->in_flight->add(to.value);
+  {
+    std::lock_guard lock(impl_->send_mutex);
+    // Room first: once MPI_Isend has started, nothing may throw before the buffer is kept.
+    make_room(impl_->send_requests, 1);
+    make_room(impl_->send_buffers, 1);
+    make_room(impl_->send_peers, 1);
+    MPI_Request request = MPI_REQUEST_NULL;
+    int rc = MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, to.value, kMessageTag,
+                       impl_->comm, &request);
+    if (rc != MPI_SUCCESS) return unavailable(fmt::format("MPI_Isend to rank {} failed: {}", to.value, mpi_error(rc)));
+    impl_->send_requests.push_back(request);
+    impl_->send_buffers.push_back(std::move(message));
+    impl_->send_peers.push_back(to.value);
+    impl_->in_flight->add(to.value);
+  }
+  // Over shared memory, MPI has put an eager message where the peer's next probe finds it.
+  if (impl_->bells) impl_->bells->ring(to.value);
   return {};
 }
+
+std::atomic<std::uint32_t>* MpiTransport::wake_word() noexcept { return impl_->bells ? impl_->bells->mine() : nullptr; }
 
 int MpiTransport::progress() {
   int events = 0;

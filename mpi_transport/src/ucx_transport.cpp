@@ -2,6 +2,7 @@
 
 #include "mpi_poll.hpp"
 #include "node_peers.hpp"
+#include "node_bells.hpp"
 #include "node_rings.hpp"
 #include "peer_counts.hpp"
 #include "brisk/core/serialize.hpp"
@@ -100,6 +101,8 @@ struct UcxTransport::Impl {
   detail::NodePeerWatch node_watch;
   // Messages to the ranks on this node, where they are watched (see node_rings.hpp).
   std::unique_ptr<detail::NodeRings> rings;
+  // Wakes sleeping ranks of this node once a ring holds a message for them (node_bells.hpp).
+  std::unique_ptr<detail::NodeBells> bells;
 
   void deliver(int from, std::span<const std::byte> bytes) {
     if (on_message) on_message(Rank{from}, bytes);
@@ -312,6 +315,8 @@ StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::create() {
                    impl->rank, why.c_str());
     }
   }
+  // Collective, so every rank decides alike: rings on every rank or on none.
+  if (impl->rings) impl->bells = detail::NodeBells::open(impl->comm, node);
   setenv("UCX_KEEPALIVE_INTERVAL", "250ms", 0);
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
@@ -441,6 +446,7 @@ Status UcxTransport::send(Rank to, std::vector<std::byte> message) {
   if (impl_->is_dead(to.value)) return unavailable(fmt::format("rank {} is dead", to.value));
   if (impl_->rings && impl_->rings->reaches(to.value)) {
     impl_->rings->send(to.value, std::move(message));
+    if (impl_->bells) impl_->bells->ring(to.value);
     return {};
   }
   auto* s = new SendState{std::move(message), impl_->rank, &impl_->in_flight->of(to.value)};
@@ -476,6 +482,8 @@ int progress_for_a_while(ucp_worker_h worker) {
   return events;
 }
 }  // namespace
+
+std::atomic<std::uint32_t>* UcxTransport::wake_word() noexcept { return impl_->bells ? impl_->bells->mine() : nullptr; }
 
 int UcxTransport::progress() {
   int events = progress_for_a_while(impl_->worker);

@@ -4,8 +4,12 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "brisk/core/detail/futex.hpp"
 
 #include "brisk/mpi_transport/mpi_transport.hpp"
 #ifdef BRISK_HAVE_UCX
@@ -105,6 +109,52 @@ TEST(UcxTransportOnly, ALargeMessagesStorageIsKeptOnceSent) {
   brisk::Writer w;
   w.reserve((std::size_t{1} << 20) - 64);
   EXPECT_EQ(w.bytes().data(), storage);
+  conformance::Env e = env();
+  conformance::settle(e);
+}
+
+// A rank that sleeps on its wake word until a message comes is woken by a node peer
+// that sends it one, and one that sleeps for its own wakers only is not. (Every rank
+// of these tests shares one node.)
+TEST(TransportConformance, ANodePeersMessageWakesASleeper) {
+  brisk::Transport& t = *g_transport;
+  if (t.size() < 2) GTEST_SKIP() << "needs two ranks";
+  const char* rings = std::getenv("BRISK_NODE_RING_BYTES");
+  if (g_backend == "ucx" && rings && std::string(rings) == "0") GTEST_SKIP() << "no rings: UCX carries the node's messages";
+  using brisk::Transport;
+  std::atomic<std::uint32_t>* word = t.wake_word();
+  ASSERT_NE(word, nullptr);
+  ASSERT_EQ(word->load(), Transport::kAwake);
+  std::atomic<int> received{0};
+  t.set_message_handler([&](brisk::Rank, std::span<const std::byte>) { received.fetch_add(1); });
+  const int me = t.rank().value;
+
+  // Rank 0 sleeps until a message; rank 1 sends it one.
+  if (me == 0) word->store(Transport::kAsleepUntilMessage);
+  g_barrier();
+  if (me == 1) ASSERT_TRUE(t.send(brisk::Rank{0}, std::vector<std::byte>(16)).ok());
+  if (me == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto limit = std::chrono::seconds(20);
+    while (word->load() == Transport::kAsleepUntilMessage && std::chrono::steady_clock::now() - start < limit) {
+      brisk::detail::futex_wait_shared(word, Transport::kAsleepUntilMessage, limit);
+    }
+    EXPECT_EQ(word->load(), Transport::kAwake) << "the message did not wake rank 0";
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    EXPECT_TRUE(conformance::pump(t, [&] { return received.load() == 1; }));
+  }
+  g_barrier();
+
+  // Asleep for its own wakers only: a message leaves the word as it is.
+  if (me == 0) word->store(Transport::kAsleep);
+  g_barrier();
+  if (me == 1) ASSERT_TRUE(t.send(brisk::Rank{0}, std::vector<std::byte>(16)).ok());
+  g_barrier();
+  if (me == 0) {
+    EXPECT_EQ(word->load(), Transport::kAsleep);
+    word->store(Transport::kAwake);
+    EXPECT_TRUE(conformance::pump(t, [&] { return received.load() == 2; }));
+  }
   conformance::Env e = env();
   conformance::settle(e);
 }

@@ -10,6 +10,7 @@
 // inside progress(), on the progressing thread, and must not block.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -79,6 +80,19 @@ class Transport {
   // Moves messages and transfers along; runs handlers and completions. Returns the
   // number of events handled (0: nothing happened, the caller may back off).
   virtual int progress() = 0;
+
+  // Values of the wake word (below).
+  static constexpr std::uint32_t kAwake = 0;
+  static constexpr std::uint32_t kAsleep = 1;               // only this rank wakes it
+  static constexpr std::uint32_t kAsleepUntilMessage = 2;  // node peers that send to it wake it too
+  // A word in memory that this rank's node shares, or null where the backend keeps
+  // none. The thread that polls this rank sleeps on it (detail::futex_wait_shared)
+  // when it finds nothing to do; while it holds kAsleepUntilMessage, a rank of the
+  // node that sends this rank a message sets it to kAwake and wakes the sleeper
+  // (detail::futex_wake_shared), which would otherwise sleep out its nap. A sleeper
+  // sets the word first, then polls once more before it sleeps: a message sent
+  // before the word was set is found then.
+  virtual std::atomic<std::uint32_t>* wake_word() noexcept { return nullptr; }
 
   // Registers [base, base + length) so that peers can get() from it. Backends that
   // can only expose a fixed window return kFailedPrecondition for memory outside it.

@@ -41,6 +41,8 @@ class MpiTransport final : public Transport {
   Status send(Rank to, std::vector<std::byte> message) override;
   std::size_t sends_in_flight(Rank to) const noexcept override;
   int progress() override;
+  // Ranks of one node wake each other with words in memory they share (node_bells.hpp).
+  std::atomic<std::uint32_t>* wake_word() noexcept override;
   StatusOr<std::unique_ptr<MemoryRegistration>> register_memory(void* base, std::size_t length) override;
   Status get(const RemoteRegion& remote, std::uint64_t offset, void* dst, std::size_t length,
              Completion done) override;

@@ -50,6 +50,9 @@ class UcxTransport final : public Transport {
   Status send(Rank to, std::vector<std::byte> message) override;
   std::size_t sends_in_flight(Rank to) const noexcept override;
   int progress() override;
+  // With the node's messages in rings, its ranks wake each other with words in memory
+  // they share (node_bells.hpp); null otherwise.
+  std::atomic<std::uint32_t>* wake_word() noexcept override;
   StatusOr<std::unique_ptr<MemoryRegistration>> register_memory(void* base, std::size_t length) override;
   // ucp_mem_map takes any memory (2-3 µs for 1 to 256 MiB over shared memory here;
   // InfiniBand pins it, through UCX's registration cache).

@@ -333,6 +333,12 @@ class Cluster final : public detail::Executor,
 
   void progress_main();
   void wake_progress() noexcept;  // wakes the progress thread if it sleeps
+  // Sleeps the progress thread on its word as `state` (Transport::kAsleep, or
+  // kAsleepUntilMessage: node peers that send to this rank wake it) until woken or
+  // `most` has passed, if still `may_sleep()` once the word is set. Returns the
+  // events of the poll it makes before it sleeps until a message (0: none, it slept).
+  template <class MaySleep>
+  int progress_sleep(std::uint32_t state, std::chrono::steady_clock::duration most, MaySleep may_sleep);
   int flush_outboxes(bool all);
   void post(Rank to, FrameKind kind, std::span<const std::byte> record);
   void send_frame(Rank to, FrameKind kind, std::vector<std::byte> payload);
@@ -547,7 +553,11 @@ class Cluster final : public detail::Executor,
   std::mutex progress_mutex_;  // one thread at a time moves the transport
   std::thread progress_;
   std::atomic<bool> running_{false};
-  std::atomic<std::uint32_t> progress_sleeping_{0};
+  std::atomic<std::uint32_t> progress_sleeping_{0};  // Transport::kAwake etc., where the transport has no wake word
+  // What the progress thread sleeps on: the transport's wake word where it has one
+  // (shared with this rank's node), else progress_sleeping_.
+  std::atomic<std::uint32_t>* sleep_word_ = &progress_sleeping_;
+  bool sleep_word_shared_ = false;
   std::atomic<int> fetches_in_flight_{0};
   std::atomic<int> waiting_pollers_{0};  // threads polling in fetch()
   std::atomic<int> spin_pollers_{0};     // threads spinning on poll() (spin_begin/spin_end)

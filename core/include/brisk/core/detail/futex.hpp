@@ -16,6 +16,11 @@ void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
                 std::optional<std::chrono::nanoseconds> timeout = std::nullopt) noexcept;
 // Wakes up to `count` threads sleeping on word.
 void futex_wake(std::atomic<std::uint32_t>* word, int count) noexcept;
+// The same for a word in memory that processes share (MAP_SHARED): the sleeper and
+// the waker may be in different processes.
+void futex_wait_shared(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                       std::optional<std::chrono::nanoseconds> timeout = std::nullopt) noexcept;
+void futex_wake_shared(std::atomic<std::uint32_t>* word, int count) noexcept;
 
 // A pause instruction for spin loops.
 inline void cpu_relax() noexcept {
