@@ -22,11 +22,13 @@
 //
 // --quick: a tenth of the tasks and iterations, transfers up to 16 MiB.
 // --rounds=N: object_transfer measures its raw reads and then brisk's, N times in
-//   turn (1 to 9; 3 by default, 1 with --quick), each time in a new brisk::run; a
+//   turn (1 to 9; 5 by default, 1 with --quick), each time in a new brisk::run; a
 //   line gives the median over the rounds and each round's ratio to the raw read
 //   that does the same work. The VM's speed drifts by a third over minutes, so a
 //   ratio of two figures measured apart is as much drift as brisk; paired rounds
-//   are not.
+//   are not. (With four ranks on two cores, one round's ratio at 1 MiB on the get
+//   path ranged from 0.4 to 1.5; medians of three rounds fell below 0.7 in four of
+//   eight such figures.)
 // --object: object_transfer moves only std::vector or only brisk::Array objects.
 // --read=size: object_transfer's reading task reads only the object's size, not
 //   every byte (the time is then the task's and the transfer's alone; an Array read
@@ -79,7 +81,7 @@ struct Settings {
   std::string object;  // object_transfer: "vector" or "array" only ("": both)
   bool read_bytes = true;  // object_transfer: the reading task reads every byte (else only the size)
   bool quick = false;
-  int rounds = 0;  // object_transfer's rounds (0: the default, 3, or 1 with --quick)
+  int rounds = 0;  // object_transfer's rounds (0: the default, 5, or 1 with --quick)
   std::string error;  // a malformed option, named
   bool help = false;  // --brisk-help: brisk::run prints the options; nothing is measured
   // As brisk reads it: the flag, else BRISK_TRANSPORT, else brisk's default.
@@ -110,7 +112,7 @@ Settings read_settings(int argc, char** argv) {
     if (a.rfind("--brisk-transport=", 0) == 0) s.transport = a.substr(18);
     if (a == "--brisk-transport" && i + 1 < argc) s.transport = argv[i + 1];
   }
-  if (s.rounds == 0) s.rounds = s.quick ? 1 : 3;
+  if (s.rounds == 0) s.rounds = s.quick ? 1 : 5;
   return s;
 }
 
