@@ -609,11 +609,16 @@ void cores_available(int rank, int size, Raw& raw) {
 int where() { return brisk::rank(); }
 BRISK_REMOTE(where);
 
-// Spins for `us` microseconds; returns its rank.
-int spin_us(int us) {
-  const auto until = Clock::now() + std::chrono::microseconds(us);
+// Spins (no sleep, no yield) for `d` of wall time.
+void spin_for(Clock::duration d) {
+  const auto until = Clock::now() + d;
   while (Clock::now() < until) {
   }
+}
+
+// Spins for `us` microseconds; returns its rank.
+int spin_us(int us) {
+  spin_for(std::chrono::microseconds(us));
   return brisk::rank();
 }
 BRISK_REMOTE(spin_us);
@@ -663,9 +668,7 @@ double thread_cpu_s() {
 // than 1 ms when the rank's workers outnumber the cores and it was preempted).
 std::pair<int, double> busy_1ms() {
   const double cpu0 = thread_cpu_s();
-  const auto until = Clock::now() + std::chrono::milliseconds(1);
-  while (Clock::now() < until) {
-  }
+  spin_for(std::chrono::milliseconds(1));
   return {brisk::rank(), thread_cpu_s() - cpu0};
 }
 BRISK_REMOTE(busy_1ms);

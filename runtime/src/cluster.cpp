@@ -277,10 +277,7 @@ Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, 
   // every reader goes through the transport, the copy into the arena is a pass over
   // the bytes that the registration saves.
   expose_ = config_.expose_bytes != 0 && transport_.exposes_any_memory() && node_peers_ == 0;
-  if (std::atomic<std::uint32_t>* word = transport_.wake_word(); word) {
-    sleep_word_ = word;
-    sleep_word_shared_ = true;
-  }
+  if (std::atomic<std::uint32_t>* word = transport_.wake_word()) sleep_word_ = word;
   transport_.set_failure_handler([this](Rank peer, const Status& why) { on_rank_lost(peer, why); });
 }
 
@@ -699,12 +696,11 @@ void Cluster::progress_main() {
     if (may_stand_back(now)) {
       if (n > 0) last_activity = now;
       const std::uint64_t polls = other_polls_.load(std::memory_order_relaxed);
-      stand_back_nap = polls != other_polls_seen
-                           ? std::min<Clock::duration>(stand_back_nap * 2, kStandBackNapMax)
-                           : Clock::duration(kStandBackNap);
       // No poll since the last nap: the workers run long tasks, and none of them
       // would see a message from the node until it ends.
       const bool unpolled = polls == other_polls_seen;
+      stand_back_nap = unpolled ? Clock::duration(kStandBackNap)
+                                : std::min<Clock::duration>(stand_back_nap * 2, kStandBackNapMax);
       other_polls_seen = polls;
       const auto until = std::min(next_heartbeat, now + stand_back_nap);
       standing_back_.store(true, std::memory_order_seq_cst);
@@ -821,7 +817,7 @@ void Cluster::wake_standing_back() noexcept {
 void Cluster::wake_progress() noexcept {
   if (sleep_word_->load(std::memory_order_seq_cst) != Transport::kAwake) {
     sleep_word_->store(Transport::kAwake, std::memory_order_relaxed);
-    if (sleep_word_shared_) {
+    if (sleep_word_ != &progress_sleeping_) {
       detail::futex_wake_shared(sleep_word_, 1);
     } else {
       detail::futex_wake(sleep_word_, 1);
@@ -836,14 +832,15 @@ int Cluster::progress_sleep(std::uint32_t state, Clock::duration most, MaySleep 
   // A node peer's message handed over before the word was up woke no one: look once
   // more now that it is (the sender fences, then reads the word).
   int found = 0;
-  if (sleep && state == Transport::kAsleepUntilMessage && sleep_word_shared_ && progress_mutex_.try_lock()) {
+  const bool shared = sleep_word_ != &progress_sleeping_;
+  if (sleep && state == Transport::kAsleepUntilMessage && shared && progress_mutex_.try_lock()) {
     found = transport_.progress();
     progress_mutex_.unlock();
     sleep = found == 0;
   }
   if (sleep) {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::max(most, Clock::duration::zero()));
-    if (sleep_word_shared_) {
+    if (shared) {
       detail::futex_wait_shared(sleep_word_, state, ns);
     } else {
       detail::futex_wait(sleep_word_, state, ns);

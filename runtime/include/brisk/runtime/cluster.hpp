@@ -555,9 +555,9 @@ class Cluster final : public detail::Executor,
   std::atomic<bool> running_{false};
   std::atomic<std::uint32_t> progress_sleeping_{0};  // Transport::kAwake etc., where the transport has no wake word
   // What the progress thread sleeps on: the transport's wake word where it has one
-  // (shared with this rank's node), else progress_sleeping_.
+  // (shared with this rank's node: futex calls for shared memory), else
+  // progress_sleeping_.
   std::atomic<std::uint32_t>* sleep_word_ = &progress_sleeping_;
-  bool sleep_word_shared_ = false;
   std::atomic<int> fetches_in_flight_{0};
   std::atomic<int> waiting_pollers_{0};  // threads polling in fetch()
   std::atomic<int> spin_pollers_{0};     // threads spinning on poll() (spin_begin/spin_end)
