@@ -3,12 +3,14 @@
 //   remote_e2e       get(task pinned to rank 1) from the driver, against a raw MPI
 //                    Send/Recv round trip of 8 bytes; the time that get adds to a
 //                    task of 3 ms (by its end both ranks' pollers have gone to
-//                    sleep); with 3 ranks or more, also from a task on rank 1 to
-//                    rank 2;
+//                    sleep), and to a no-op after the driver idled for 1 ms; with 3
+//                    ranks or more, also from a task on rank 1 to rank 2;
 //   object_transfer  a std::vector, then a brisk::Array, made on rank A and read by a
 //                    task on rank B that reads every byte, against raw MPI_Get (of
 //                    clean bytes, of bytes just rewritten, and of those followed by
 //                    reading every byte) and (with UCX) ucp_get_nbx of the same sizes;
+//                    the transfer's time is a read's less that of the read of an
+//                    empty object made just before it;
 //   throughput       no-op tasks from the driver, and from one root task per rank;
 //   spill            1 ms tasks from rank 0 only, spread by spill-over; efficiency
 //                    against the cores the job may use.
@@ -800,30 +802,34 @@ void remote_e2e(const Job& job) {
       .num("ratio_to_raw", s.median / raw.median)
       .raw("cluster", cluster_json(before, counters_all()))
       .emit();
-  // A task long enough that the ranks' progress threads, with nothing to do, sleep
-  // while it runs: the request finds rank 1's asleep and the result rank 0's. What
-  // the get takes beyond the task's own time is the cost of waking them.
-  {
-    constexpr int kTaskUs = 3000;
+  // What waking sleeping ranks adds to a get, in two ways: `pause_us` of idling by the
+  // driver before it submits (a request after a pause: every rank has gone to sleep),
+  // and a task of `task_us` on rank 1 (its progress thread and the driver's sleep while
+  // it runs: the result finds them asleep). The figure is the time beyond the task's.
+  const auto woken = [&](const char* name, int pause_us, int task_us) {
     const int reps = job.settings.quick ? 30 : 300;
     std::vector<double> extra;
     int away = 0;
     for (int i = 0; i < reps; ++i) {
+      if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
       const auto t0 = Clock::now();
-      away += brisk::get(brisk::task(spin_us).resources(on(1)).remote(kTaskUs)) != 1;
-      extra.push_back(us_since(t0) - kTaskUs);
+      away += brisk::get(brisk::task(spin_us).resources(on(1)).remote(task_us)) != 1;
+      extra.push_back(us_since(t0) - task_us);
     }
-    if (away) std::fprintf(stderr, "remote_e2e_long_task: %d tasks did not run on rank 1\n", away);
+    if (away) std::fprintf(stderr, "%s: %d tasks did not run on rank 1\n", name, away);
     const Summary x = summarize(extra);
-    job.line("remote_e2e_long_task")
+    job.line(name)
         .integer("iterations", reps)
-        .integer("task_us", kTaskUs)
+        .integer("pause_us", pause_us)
+        .integer("task_us", task_us)
         .num("median", x.median)
         .num("p10", x.p10)
         .num("p90", x.p90)
         .text("unit", "us beyond the task")
         .emit();
-  }
+  };
+  woken("remote_e2e_long_task", 0, 3000);
+  woken("remote_e2e_after_pause", 1000, 0);
   if (job.ranks < 3) return;
   // The same from a task on rank 1 (no global scheduler there by default) to rank 2:
   // a task only one rank can run goes straight there.
@@ -844,30 +850,51 @@ void remote_e2e(const Job& job) {
       .emit();
 }
 
-// The median time of get(task on b reading `made`), one fresh object per repetition;
-// the task reads every byte, or (`all` false) only the size.
+// The time of get(task on b reading `made`), the task reading every byte, or (`all`
+// false) only the size. A task on the reader first, so that the read finds its ranks
+// awake, as in a stream of work: after an idle millisecond a rank's progress thread
+// naps (up to 1 ms), and the read would time the wake-up rather than the transfer.
 template <class C>
-double read_us(Pair p, std::uint64_t bytes, int reps, bool all) {
-  std::vector<double> times;
+double timed_read(Pair p, const brisk::Ref<C>& made, std::uint64_t bytes, bool all) {
+  brisk::get(brisk::task(where).resources(on(p.b)).remote());
+  const auto t0 = Clock::now();
+  const std::uint64_t n =
+      brisk::get(brisk::task(all ? Container<C>::read : Container<C>::size).resources(on(p.b)).remote(made));
+  const double us = us_since(t0);
+  if (n != bytes) {
+    std::fprintf(stderr, "object_transfer: read %llu bytes of %llu\n", static_cast<unsigned long long>(n),
+                 static_cast<unsigned long long>(bytes));
+  }
+  return us;
+}
+
+// Medians over the repetitions of one size's reads.
+struct ReadTimes {
+  double read_us = NAN;        // the read of `bytes`
+  double round_trip_us = NAN;  // the read of an empty object, just before it
+  double transfer_us = NAN;    // the difference of the two, per repetition
+};
+
+// Reads of `bytes` by a task on b, one fresh object per repetition, each right after
+// the same read of an empty object: the difference is the transfer's time. With
+// ranks sharing cores, what a round trip costs changes from one moment to the next
+// as threads are scheduled (four ranks on two cores: 4-6 us or 55-75 us, for
+// seconds at a time), so the round trip is measured beside each read, not once.
+template <class C>
+ReadTimes read_times(Pair p, std::uint64_t bytes, int reps, bool all) {
+  std::vector<double> reads, empties, transfers;
   for (int r = 0; r < reps; ++r) {
+    auto empty = brisk::task(Container<C>::make).resources(on(p.a)).remote(std::uint64_t{0});
     auto made = brisk::task(Container<C>::make).resources(on(p.a)).remote(bytes);
-    brisk::wait(std::vector<brisk::Ref<C>>{made});
-    // A task on the reader first, so that the read finds its ranks awake, as in a
-    // stream of work: after an idle millisecond a rank's progress thread naps (up to
-    // 1 ms), and the read would time the wake-up rather than the transfer.
-    brisk::get(brisk::task(where).resources(on(p.b)).remote());
-    const auto t0 = Clock::now();
-    const std::uint64_t n =
-        brisk::get(brisk::task(all ? Container<C>::read : Container<C>::size).resources(on(p.b)).remote(made));
-    times.push_back(us_since(t0));
-    if (n != bytes) {
-      std::fprintf(stderr, "object_transfer: read %llu bytes of %llu\n", static_cast<unsigned long long>(n),
-                   static_cast<unsigned long long>(bytes));
-    }
+    brisk::wait(std::vector<brisk::Ref<C>>{empty, made});
+    empties.push_back(timed_read(p, empty, 0, all));
+    reads.push_back(timed_read(p, made, bytes, all));
+    transfers.push_back(reads.back() - empties.back());
     made = {};
+    empty = {};
     drain_arena(p.a);
   }
-  return median(times);
+  return {median(reads), median(empties), median(transfers)};
 }
 
 // One size's figures from one round of object_transfer.
@@ -891,14 +918,13 @@ TransferSeries object_transfer_of(const Job& job) {
   const bool quick = job.settings.quick;
   const auto sizes = transfer_sizes(quick);
   const bool all = job.settings.read_bytes;
-  read_us<C>(p, 0, 10, all);  // warm-up
-  const double round_trip = read_us<C>(p, 0, quick ? 20 : 100, all);
+  read_times<C>(p, 0, 10, all);  // warm-up
   TransferSeries series{Container<C>::name, {}};
   for (std::size_t s = 0; s < sizes.size(); ++s) {
     TransferSample x;
     x.reps = transfer_reps(sizes[s], quick);
     const auto before = counters_all();
-    x.read_us = read_us<C>(p, sizes[s], x.reps, all);
+    const ReadTimes t = read_times<C>(p, sizes[s], x.reps, all);
     const auto after = counters_all();
     // Pulled one-sided by the reader, or carried inline in messages (small objects).
     const bool pulled = after[p.b].fetches > before[p.b].fetches;
@@ -911,8 +937,9 @@ TransferSeries object_transfer_of(const Job& job) {
     // An inline object read on rank 0 came with its result, before the clock started:
     // the read moved no bytes, and no bandwidth is reported for it.
     const bool moved = pulled || p.b != 0;
-    x.round_trip_us = round_trip;
-    x.transfer_us = x.read_us - round_trip;
+    x.read_us = t.read_us;
+    x.round_trip_us = t.round_trip_us;
+    x.transfer_us = t.transfer_us;
     x.gbps = moved && x.transfer_us > 0 ? sizes[s] / (x.transfer_us * 1e3) : NAN;
     x.created = x.path == "pulled" && after[p.a].arena_shared;
     x.maker_arena_bytes = static_cast<long long>(after[p.a].arena_bytes);
