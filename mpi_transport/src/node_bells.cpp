@@ -1,17 +1,16 @@
 #include "node_bells.hpp"
 
+#include "node_segment.hpp"
+
 #include "brisk/core/detail/futex.hpp"
 #include "brisk/core/transport.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <new>
 
@@ -41,49 +40,19 @@ std::unique_ptr<NodeBells> NodeBells::open(MPI_Comm comm, const NodeMembers& nod
   const bool creator = node.me == 0;
   bool created = false;
   std::string error;
-  const auto map = [&](int fd) {
-    void* p = ::mmap(nullptr, b->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      error = fmt::format("mmap {}: {}", name, std::strerror(errno));
-    } else {
-      b->map_ = p;
-    }
-  };
   if (creator) {
-    const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) {
-      error = fmt::format("shm_open {}: {}", name, std::strerror(errno));
-    } else {
-      created = true;
-      const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(b->bytes_));
-      if (err != 0) {
-        error = fmt::format("reserving {} bytes of shared memory for {}: {}", b->bytes_, name, std::strerror(err));
-      } else {
-        map(fd);
-        for (int i = 0; b->map_ && i < node_size; ++i) {
-          new (static_cast<std::byte*>(b->map_) + kLine * static_cast<std::size_t>(i))
-              std::atomic<std::uint32_t>(Transport::kAwake);
-        }
-      }
-      ::close(fd);
+    b->map_ = create_node_segment(name, b->bytes_, false, created, error);
+    for (int i = 0; b->map_ && i < node_size; ++i) {
+      new (static_cast<std::byte*>(b->map_) + kLine * static_cast<std::size_t>(i))
+          std::atomic<std::uint32_t>(Transport::kAwake);
     }
   }
-  int ok = error.empty() ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, comm);
-  if (ok && !creator) {
-    const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
-    if (fd < 0) {
-      error = fmt::format("shm_open {} (rank {}'s): {}", name, first.rank, std::strerror(errno));
-    } else {
-      map(fd);
-      ::close(fd);
-    }
-  }
+  // (all_ranks_ok first: every rank takes part.)
+  if (all_ranks_ok(comm, error) && !creator) b->map_ = map_node_segment(name, b->bytes_, first.rank, error);
   // Every rank has mapped what it could: the name goes (the memory stays while mapped).
   MPI_Barrier(comm);
   if (created) ::shm_unlink(name.c_str());
-  int all_ok = error.empty() ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_LAND, comm);
+  const bool all_ok = all_ranks_ok(comm, error);
   if (!error.empty()) {
     std::fprintf(stderr, "brisk: rank %d: no wake-up words shared within the node (%s); a sleeping rank finds its "
                          "node's messages at the end of its nap\n", rank, error.c_str());

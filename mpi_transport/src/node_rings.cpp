@@ -1,16 +1,15 @@
 #include "node_rings.hpp"
 
+#include "node_segment.hpp"
 #include "peer_counts.hpp"
 #include "brisk/core/serialize.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <utility>
 
@@ -99,49 +98,23 @@ std::unique_ptr<NodeRings> NodeRings::open(MPI_Comm comm, const NodeMembers& nod
   // This rank's receive segment.
   std::string error;
   const std::string name = segment_name(all[static_cast<std::size_t>(me)]);
-  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) {
-    error = fmt::format("shm_open {}: {}", name, std::strerror(errno));
-  } else {
-    const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(r->segment_bytes_));
-    if (err != 0) {
-      error = fmt::format("reserving {} bytes of shared memory for {}: {}", r->segment_bytes_, name, std::strerror(err));
-    } else {
-      // Mapped in full now: a page first touched while messages flow costs a fault
-      // (some 11 us on the VMs here), in the writer and the reader alike.
-      void* p = ::mmap(nullptr, r->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
-      if (p == MAP_FAILED) {
-        error = fmt::format("mmap {}: {}", name, std::strerror(errno));
-      } else {
-        r->maps_[static_cast<std::size_t>(me)] = p;
-        for (int i = 0; i < node_size; ++i) {
-          auto* ring = reinterpret_cast<Ring*>(static_cast<std::byte*>(p) + stride * static_cast<std::size_t>(i));
-          new (&ring->head) std::atomic<std::uint64_t>(0);
-          new (&ring->tail) std::atomic<std::uint64_t>(0);
-        }
-      }
-    }
-    ::close(fd);
+  bool created = false;
+  // Mapped in full now: a page first touched while messages flow costs a fault
+  // (some 11 us on the VMs here), in the writer and the reader alike.
+  void* mine = create_node_segment(name, r->segment_bytes_, true, created, error);
+  r->maps_[static_cast<std::size_t>(me)] = mine;
+  for (int i = 0; mine && i < node_size; ++i) {
+    auto* ring = reinterpret_cast<Ring*>(static_cast<std::byte*>(mine) + stride * static_cast<std::size_t>(i));
+    new (&ring->head) std::atomic<std::uint64_t>(0);
+    new (&ring->tail) std::atomic<std::uint64_t>(0);
   }
-  int ok = error.empty() ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, comm);
   // The others' segments.
-  if (ok) {
-    for (int i = 0; i < node_size && error.empty(); ++i) {
+  if (all_ranks_ok(comm, error)) {
+    for (int i = 0; i < node_size; ++i) {
       if (i == me) continue;
       const NodeMember& e = all[static_cast<std::size_t>(i)];
-      const std::string peer = segment_name(e);
-      int pfd = ::shm_open(peer.c_str(), O_RDWR, 0);
-      if (pfd < 0) {
-        error = fmt::format("shm_open {} (rank {}'s): {}", peer, e.rank, std::strerror(errno));
-        break;
-      }
-      void* p = ::mmap(nullptr, r->segment_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, pfd, 0);
-      ::close(pfd);
-      if (p == MAP_FAILED) {
-        error = fmt::format("mmap {} (rank {}'s): {}", peer, e.rank, std::strerror(errno));
-        break;
-      }
+      void* p = map_node_segment(segment_name(e), r->segment_bytes_, e.rank, error);
+      if (!p) break;
       r->maps_[static_cast<std::size_t>(i)] = p;
       // Of a peer's segment this rank writes only its own ring: that much is mapped now.
       prefault(static_cast<std::byte*>(p) + stride * static_cast<std::size_t>(me), stride);
@@ -149,9 +122,8 @@ std::unique_ptr<NodeRings> NodeRings::open(MPI_Comm comm, const NodeMembers& nod
   }
   // Every rank has mapped what it could: the names go (the memory stays while mapped).
   MPI_Barrier(comm);
-  if (fd >= 0) ::shm_unlink(name.c_str());
-  int all_ok = error.empty() ? 1 : 0;
-  MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_LAND, comm);
+  if (created) ::shm_unlink(name.c_str());
+  const bool all_ok = all_ranks_ok(comm, error);
   if (why) *why = error;
   if (!all_ok) return nullptr;  // the destructor unmaps what was mapped
 
