@@ -174,14 +174,16 @@ void json_escape(std::string& out, const char* s) {
 
 // fmt rather than a JSON library: a trace holds millions of events and this is the
 // only writer; tests parse the output with nlohmann::json.
-Status write_merged_chrome_trace(const std::string& path, const std::vector<RankEvents>& ranks) {
+Status write_merged_chrome_trace(const std::string& path, const std::vector<RankEvents>& ranks, const char* clock) {
   std::int64_t t0 = std::numeric_limits<std::int64_t>::max();
   for (const auto& r : ranks)
     for (const auto& t : r.threads)
       for (const auto& e : t.events) t0 = std::min(t0, e.ts_ns);
   std::string out;
   out.reserve(1 << 20);
-  out += "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+  if (t0 == std::numeric_limits<std::int64_t>::max()) t0 = 0;
+  out += fmt::format(R"({{"displayTimeUnit":"ns","otherData":{{"clock":"{}","origin_ns":{}}},"traceEvents":[)", clock, t0);
+  out += "\n";
   bool first = true;
   auto sep = [&] {
     if (!first) out += ",\n";
@@ -268,7 +270,7 @@ Status EventLog::write_chrome_trace(const std::string& path, int rank) const {
     }
     r.threads.push_back(std::move(th));
   }
-  return write_merged_chrome_trace(path, {r});
+  return write_merged_chrome_trace(path, {r}, "CLOCK_MONOTONIC");  // steady_clock
 }
 
 }  // namespace brisk

@@ -3089,7 +3089,7 @@ Status Cluster::write_timeline(const std::string& path) {
     return internal_error(fmt::format("brisk::timeline: a rank's events were malformed: {}", e.what()));
   }
   std::sort(ranks.begin(), ranks.end(), [](const RankEvents& a, const RankEvents& b) { return a.rank < b.rank; });
-  return write_merged_chrome_trace(path, ranks);
+  return write_merged_chrome_trace(path, ranks, "CLOCK_REALTIME");  // each rank's clock_offset_ns
 }
 
 ClusterStats Cluster::stats() const {

@@ -3,7 +3,9 @@
 //   run_program [--exit=N] [--throw] [--brisk-...]
 #include <brisk/brisk.hpp>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -53,7 +55,16 @@ int main(int argc, char** argv) {
       int rows = 0, tasks = 0;
       for (std::size_t p = all.find("\"process_name\""); p != std::string::npos; p = all.find("\"process_name\"", p + 1)) ++rows;
       for (std::size_t p = all.find("\"ph\":\"X\""); p != std::string::npos; p = all.find("\"ph\":\"X\"", p + 1)) ++tasks;
-      std::printf("timeline rows %d of %d ranks, %d tasks\n", rows, brisk::size(), tasks);
+      // The merged trace's times are on the wall clock, from an origin that it names.
+      const std::string key = R"("clock":"CLOCK_REALTIME","origin_ns":)";
+      const std::size_t at = all.find(key);
+      const long long origin = at == std::string::npos ? 0 : std::atoll(all.c_str() + at + key.size());
+      const long long now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+      const bool wall = origin > 0 && now - origin >= 0 && now - origin < 600'000'000'000LL;
+      std::printf("timeline rows %d of %d ranks, %d tasks, %s\n", rows, brisk::size(), tasks,
+                  wall ? "on the wall clock" : "with no wall-clock origin");
     }
     return s == 328350 ? code : 11;
   });

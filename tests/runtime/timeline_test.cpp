@@ -1,10 +1,12 @@
 // Event log and Chrome trace output.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "brisk/core/event_log.hpp"
 #include "testing/runtime_fixture.hpp"
 
 namespace {
@@ -49,6 +51,14 @@ TEST_F(TimelineTest, WritesAChromeTraceWithOneRowPerWorker) {
     if (e["ph"] == "M" && e["name"] == "thread_name") thread_names[e["tid"].get<int>()] = e["args"]["name"].get<std::string>();
   }
   EXPECT_EQ(complete, 200);
+  // One rank's trace is on its steady clock, from an origin that it names.
+  ASSERT_TRUE(trace.contains("otherData"));
+  EXPECT_EQ(trace["otherData"]["clock"], "CLOCK_MONOTONIC");
+  const auto origin = trace["otherData"]["origin_ns"].get<std::int64_t>();
+  const std::int64_t now = static_cast<std::int64_t>(brisk::EventLog::now_ns());
+  EXPECT_GT(origin, 0);
+  EXPECT_LE(origin, now);
+  EXPECT_LT(now - origin, std::int64_t{600'000'000'000});
   // Tasks ran on worker rows; submits came from the driver's row.
   ASSERT_FALSE(task_rows.empty());
   for (int row : task_rows) EXPECT_NE(thread_names[row].find("worker "), std::string::npos) << thread_names[row];

@@ -92,7 +92,12 @@ struct RankEvents {
 };
 
 // Writes one Chrome trace with a process row per rank and a thread row per thread.
-Status write_merged_chrome_trace(const std::string& path, const std::vector<RankEvents>& ranks);
+// The events' times are ns on `clock` (a clock_gettime name: "CLOCK_MONOTONIC" for one
+// process's own log, "CLOCK_REALTIME" for ranks merged onto the wall clock); the trace
+// names it, with the origin of its "ts", in "otherData", so that it can be laid beside
+// other records of that clock (perf record -k mono or -k realtime).
+Status write_merged_chrome_trace(const std::string& path, const std::vector<RankEvents>& ranks,
+                                 const char* clock);
 
 // Interns a string for event names: the pointer stays valid until exit.
 const char* intern(const std::string& s);
