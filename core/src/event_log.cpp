@@ -3,6 +3,7 @@
 #include "brisk/core/array.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <limits>
 
@@ -202,6 +203,10 @@ Status write_merged_chrome_trace(const std::string& path, const std::vector<Rank
     out += "\"}}";
     sep();
     out += fmt::format(R"({{"ph":"M","name":"process_sort_index","pid":{},"tid":0,"args":{{"sort_index":{}}}}})", rank, rank);
+    if (r.os_pid > 0) {  // shown beside the rank's name; matches perf's records of the process
+      sep();
+      out += fmt::format(R"({{"ph":"M","name":"process_labels","pid":{},"tid":0,"args":{{"labels":"pid {}"}}}})", rank, r.os_pid);
+    }
     for (const auto& t : r.threads) {
       sep();
       out += fmt::format(R"({{"ph":"M","name":"thread_name","pid":{},"tid":{},"args":{{"name":")", rank, t.index);
@@ -259,6 +264,7 @@ Status write_merged_chrome_trace(const std::string& path, const std::vector<Rank
 Status EventLog::write_chrome_trace(const std::string& path, int rank) const {
   RankEvents r;
   r.rank = rank;
+  r.os_pid = ::getpid();
   for (auto& t : snapshot()) {
     RankEvents::Thread th;
     th.name = std::move(t.thread_name);

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -3029,7 +3030,7 @@ void Cluster::apply_node_statuses(const std::vector<NodeStatus>& statuses) {
 
 std::vector<std::byte> Cluster::snapshot_events() const {
   Writer w;
-  w(self_.value, config_.host);
+  w(self_.value, config_.host, static_cast<std::int64_t>(::getpid()));
   std::vector<EventLog::ThreadEvents> threads;
   if (events_) threads = events_->snapshot();
   w(static_cast<std::uint64_t>(threads.size()));
@@ -3064,7 +3065,7 @@ Status Cluster::write_timeline(const std::string& path) {
     Reader r(bytes);
     RankEvents re;
     std::uint64_t nthreads = 0;
-    r(re.rank, re.host, nthreads);
+    r(re.rank, re.host, re.os_pid, nthreads);
     for (std::uint64_t i = 0; i < nthreads; ++i) {
       RankEvents::Thread t;
       std::uint64_t n = 0;

@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
       int rows = 0, tasks = 0;
       for (std::size_t p = all.find("\"process_name\""); p != std::string::npos; p = all.find("\"process_name\"", p + 1)) ++rows;
       for (std::size_t p = all.find("\"ph\":\"X\""); p != std::string::npos; p = all.find("\"ph\":\"X\"", p + 1)) ++tasks;
+      int pids = 0;  // each rank's process id, as a label of its row
+      for (std::size_t p = all.find(R"("labels":"pid )"); p != std::string::npos; p = all.find(R"("labels":"pid )", p + 1)) ++pids;
       // The merged trace's times are on the wall clock, from an origin that it names.
       const std::string key = R"("clock":"CLOCK_REALTIME","origin_ns":)";
       const std::size_t at = all.find(key);
@@ -63,7 +65,7 @@ int main(int argc, char** argv) {
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count();
       const bool wall = origin > 0 && now - origin >= 0 && now - origin < 600'000'000'000LL;
-      std::printf("timeline rows %d of %d ranks, %d tasks, %s\n", rows, brisk::size(), tasks,
+      std::printf("timeline rows %d of %d ranks, %d with a pid, %d tasks, %s\n", rows, brisk::size(), pids, tasks,
                   wall ? "on the wall clock" : "with no wall-clock origin");
     }
     return s == 328350 ? code : 11;

@@ -5,6 +5,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+
+#include <unistd.h>
 
 #include "brisk/core/event_log.hpp"
 #include "testing/runtime_fixture.hpp"
@@ -59,6 +62,12 @@ TEST_F(TimelineTest, WritesAChromeTraceWithOneRowPerWorker) {
   EXPECT_GT(origin, 0);
   EXPECT_LE(origin, now);
   EXPECT_LT(now - origin, std::int64_t{600'000'000'000});
+  // The row of the rank names its process.
+  bool labelled = false;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_labels") labelled |= e["args"]["labels"] == "pid " + std::to_string(::getpid());
+  }
+  EXPECT_TRUE(labelled);
   // Tasks ran on worker rows; submits came from the driver's row.
   ASSERT_FALSE(task_rows.empty());
   for (int row : task_rows) EXPECT_NE(thread_names[row].find("worker "), std::string::npos) << thread_names[row];

@@ -88,6 +88,7 @@ struct RankEvents {
   };
   int rank = 0;
   std::string host;
+  std::int64_t os_pid = 0;  // the rank's process id on its host (0: unknown)
   std::vector<Thread> threads;
 };
 
