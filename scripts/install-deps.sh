@@ -10,6 +10,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev libcereal-dev
   libpng-dev
   libhdf5-openmpi-dev hdf5-tools
+  python3
 )
 missing=()
 for p in "${packages[@]}"; do
