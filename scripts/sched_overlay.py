@@ -2,7 +2,7 @@
 """Lays the kernel's scheduling records over a brisk timeline: for each task of a
 name, how long it took to start, to run and to come back to the thread that got it,
 and which threads of which ranks ran, or were runnable and waited for a core,
-meanwhile (from the submit to the get).
+meanwhile (from the submit to the get), and how long each CPU sat idle.
 
     perf sched record -k mono -o sched.data -- \\
         mpirun -np 4 ... PROGRAM --brisk-timeline=tl.json
@@ -71,8 +71,9 @@ def load_sched(path):
 
 
 def occupancy(records, t0, t1):
-    """Per thread, seconds on a core and seconds runnable off it, within [t0, t1]."""
-    ran, waited = collections.defaultdict(float), collections.defaultdict(float)
+    """Per thread, seconds on a core and seconds runnable off it, and per CPU, seconds
+    idle, within [t0, t1]."""
+    ran, waited, idle = collections.defaultdict(float), collections.defaultdict(float), collections.defaultdict(float)
     on_cpu, runnable = {}, {}
     for t, cpu, a, state, b in records:
         if t > t1:
@@ -83,6 +84,8 @@ def occupancy(records, t0, t1):
         if cpu in on_cpu and t >= t0:
             who, since = on_cpu[cpu]
             ran[who] += t - max(since, t0)
+            if who == 0:
+                idle[cpu] += t - max(since, t0)
         on_cpu[cpu] = (b, t)
         if state.startswith("R"):
             runnable[a] = t  # preempted: still runnable
@@ -91,13 +94,14 @@ def occupancy(records, t0, t1):
         since = runnable.pop(b, None)
         if since is not None and t >= t0:
             waited[b] += t - max(since, t0)
-    for who, since in on_cpu.values():
+    for cpu, (who, since) in on_cpu.items():
         ran[who] += t1 - max(since, t0)
+        idle[cpu] += t1 - max(since, t0) if who == 0 else 0.0
     for who, since in runnable.items():
         waited[who] += t1 - max(since, t0)
-    ran.pop(0, None)  # the idle task
+    ran.pop(0, None)  # the idle task: counted per CPU
     waited.pop(0, None)
-    return ran, waited
+    return ran, waited, idle
 
 
 def main():
@@ -145,12 +149,13 @@ def main():
         end = got.get(task, e["ts"] + e["dur"])
         there.append(e["ts"] - start)
         back.append(end - e["ts"] - e["dur"])
-        ran, waited = occupancy(records, to_mono(start), to_mono(end))
+        ran, waited, idle = occupancy(records, to_mono(start), to_mono(end))
         busiest = sorted(set(ran) | set(waited), key=lambda k: -(ran.get(k, 0) + waited.get(k, 0)))[: args.threads]
         print(f"rank {e['pid']} {args.task} at {e['ts']:.1f} us: to start {there[-1]:.1f}, ran {e['dur']:.1f}, "
               f"back {back[-1]:.1f} us")
         print("   " + "  ".join(f"{label(k)} ran {ran.get(k, 0) * 1e6:.0f}/waited {waited.get(k, 0) * 1e6:.0f}"
                                 for k in busiest))
+        print("   idle: " + ", ".join(f"cpu{c} {idle[c] * 1e6:.0f}" for c in sorted(idle)))
     durs = [e["dur"] for e in tasks]
     print(f"{len(tasks)} tasks, medians: to start {statistics.median(there):.1f}, ran {statistics.median(durs):.1f}, "
           f"back {statistics.median(back):.1f} us")

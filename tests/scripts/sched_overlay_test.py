@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """scripts/sched_overlay.py on a made-up timeline and perf record: two ranks, one task.
 
-Rank 1's worker runs the task on CPU 0 for the whole window; on CPU 1 rank 0's
-progress thread runs until rank 1's progress thread (woken 20 us into the window)
-preempts it at 50 us, and takes the core back at 100 us."""
+Rank 1's worker runs the task on CPU 0 for the whole window. On CPU 1 rank 0's
+progress thread runs until it sleeps at 40 us; rank 1's progress thread, woken at
+20 us, gets the core only at 50 us, after 10 us of idle; rank 0's, woken at 45 us,
+takes it back at 100 us."""
 
 import json
 import os
@@ -34,8 +35,10 @@ def main():
     lines = [
         switch(t(-10), 0, 0, 0, "swapper/0", "R", 201, "brisk-worker0"),
         switch(t(-10), 1, 0, 0, "swapper/1", "R", 101, "brisk-progress"),
-        f"  brisk-progress    200/202    [001] {t(20):.9f}: sched:sched_waking: comm=brisk-progress pid=202 prio=120 target_cpu=001",
-        switch(t(50), 1, 101, 100, "brisk-progress", "R", 202, "brisk-progress"),
+        f"  brisk-progress    100/101    [001] {t(20):.9f}: sched:sched_waking: comm=brisk-progress pid=202 prio=120 target_cpu=001",
+        switch(t(40), 1, 101, 100, "brisk-progress", "S", 0, "swapper/1"),
+        f"  brisk-worker0    200/201    [000] {t(45):.9f}: sched:sched_waking: comm=brisk-progress pid=101 prio=120 target_cpu=001",
+        switch(t(50), 1, 0, 0, "swapper/1", "R", 202, "brisk-progress"),
         switch(t(100), 1, 202, 200, "brisk-progress", "S", 101, "brisk-progress"),
         switch(t(1000), 0, 201, 200, "brisk-worker0", "S", 0, "swapper/0"),
     ]
@@ -52,8 +55,9 @@ def main():
     expected = [
         "rank 1 work at 10.0 us: to start 10.0, ran 100.0, back 20.0 us",
         "r1:worker0 ran 130/waited 0",
-        "r0:progress ran 80/waited 50",
+        "r0:progress ran 70/waited 55",
         "r1:progress ran 50/waited 30",
+        "idle: cpu0 0, cpu1 10",
         "1 tasks, medians: to start 10.0, ran 100.0, back 20.0 us",
     ]
     missing = [e for e in expected if e not in out]
