@@ -16,8 +16,12 @@
 //  - instantiate: the controller's time per instantiation, as tasks per second (the
 //    ranks, rank 0 included, link their commands on their own workers); each rank's
 //    linking time per command; and end to end (instantiations until all ran).
-//  - edit: one task moved to the next rank and back: controller time per edit, and
-//    the ranks' time per edited command.
+//  - edit: one task moved to the next rank and back, 200 times: controller time per
+//    edit; the ranks' time per edited command and per edit message (the edits travel
+//    together, with the next flush); each rank's time per command for the
+//    instantiation after them (which remakes its list of commands once). Then 50
+//    such edits, each sent on its own (template_edit_each_sent), as a balancer that
+//    moves a task when it sees fit sends them: the ranks' time per edit.
 //  - untemplated: the controller's time per submitted task, and end to end.
 //  - adopt (rank 0's controller alone, no messages): after a rollback that lost the
 //    last rank, the survivors' controller takes the block over by an edit
@@ -55,7 +59,7 @@ void report(brisk::DataTask& t) {
   const auto s = brisk::data_stats();
   t.write<std::vector<std::uint64_t>>(0) = {s.install_ns,     s.installed_commands, s.instantiate_ns,
                                             s.instantiated_commands, s.edit_ns,     s.edited_commands,
-                                            s.tasks_run};
+                                            s.tasks_run,      s.edit_messages};
 }
 BRISK_DATA_TASK(report);
 
@@ -75,7 +79,8 @@ Settings parse(int argc, char** argv) {
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// Per rank: install ns, installed, instantiate ns, instantiated, edit ns, edited, tasks run.
+// Per rank: install ns, installed, instantiate ns, instantiated, edit ns, edited, tasks
+// run, edit messages.
 std::vector<std::vector<std::uint64_t>> worker_stats() {
   const int n = brisk::size();
   brisk::DataSet<std::vector<std::uint64_t>> stats("stats", static_cast<std::size_t>(n), brisk::Placement::cyclic());
@@ -262,9 +267,31 @@ int main(int argc, char** argv) {
       c1 = brisk::data_stats();
       std::printf(
           "{\"benchmark\":\"template_edit\",\"ranks\":%d,\"edits\":%d,\"controller_us_per_edit\":%.3f,"
-          "\"worker_us_per_edited_command_max\":%.3f,\"nimbus_us\":41,\"floor_us\":10}\n",
+          "\"worker_us_per_edited_command_max\":%.3f,\"worker_us_per_edit_message_max\":%.3f,"
+          "\"worker_ns_per_command_next_instantiation_max\":%.1f,\"nimbus_us\":41,\"floor_us\":10}\n",
           ranks, edits, static_cast<double>(c1.controller_edit_ns - c0.controller_edit_ns) / 1e3 / edits,
-          max_per_item(w0, w1, 4, 5) / 1e3);
+          max_per_item(w0, w1, 4, 5) / 1e3, max_per_item(w0, w1, 4, 7) / 1e3, max_per_item(w0, w1, 2, 3));
+
+      // The same edits, each sent on its own (data_sync flushes it), as a balancer
+      // that moves a task whenever it sees fit would send them.
+      w0 = worker_stats();
+      c0 = brisk::data_stats();
+      const int flushed = 50;
+      for (int k = 0; k < flushed; ++k) {
+        const std::pair<std::uint32_t, int> move{task, k % 2 == 0 ? (home + 1) % ranks : home};
+        t.move_tasks({move});
+        brisk::data_sync();
+      }
+      t.instantiate(0);
+      brisk::data_sync();
+      w1 = worker_stats();
+      c1 = brisk::data_stats();
+      std::printf(
+          "{\"benchmark\":\"template_edit_each_sent\",\"ranks\":%d,\"edits\":%d,\"controller_us_per_edit\":%.3f,"
+          "\"worker_us_per_edited_command_max\":%.3f,\"worker_us_per_edit_max\":%.3f,"
+          "\"worker_ns_per_command_next_instantiation_max\":%.1f,\"floor_us\":10}\n",
+          ranks, flushed, static_cast<double>(c1.controller_edit_ns - c0.controller_edit_ns) / 1e3 / flushed,
+          max_per_item(w0, w1, 4, 5) / 1e3, max_per_item(w0, w1, 4, 7) / 1e3, max_per_item(w0, w1, 2, 3));
     }
     // Hop: a counter passed back and forth between ranks 0 and 1, one task per
     // pass, each reading the partition the other rank just wrote (one copy each).

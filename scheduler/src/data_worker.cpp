@@ -58,13 +58,22 @@ struct DataWorker::Template {
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::shared_ptr<Entry>> commands;
   std::unordered_map<std::uint64_t, std::uint64_t> position_of;  // id -> position
   // The commands in program order, shared by the instantiations that run them (one
-  // reference per instantiation, not one per command); made again on every change.
+  // reference per instantiation, not one per command). An install or adoption makes
+  // it at once (it walks every command anyway); an edit only marks it stale, and the
+  // next instantiation, which walks every command too, makes it again. So an edit
+  // costs what it changes, and a run of edits between two instantiations one walk.
   std::shared_ptr<const std::vector<std::shared_ptr<Entry>>> order;
-  void commands_changed() {
-    auto v = std::make_shared<std::vector<std::shared_ptr<Entry>>>();
-    v->reserve(commands.size());
-    for (const auto& [where, entry] : commands) v->push_back(entry);
-    order = std::move(v);
+  bool order_stale = true;
+  void commands_changed() noexcept { order_stale = true; }
+  const std::shared_ptr<const std::vector<std::shared_ptr<Entry>>>& in_order() {
+    if (order_stale) {
+      auto v = std::make_shared<std::vector<std::shared_ptr<Entry>>>();
+      v->reserve(commands.size());
+      for (const auto& [where, entry] : commands) v->push_back(entry);
+      order = std::move(v);
+      order_stale = false;
+    }
+    return order;
   }
 };
 
@@ -517,7 +526,7 @@ void DataWorker::on_install(Reader& r) {
     if (!t->position_of.emplace(cid, pos).second) throw Error(fmt::format("template '{}' repeats command {}", t->name, cid));
     t->commands.emplace(std::make_pair(pos, cid), make_entry(std::move(c)));
   }
-  t->commands_changed();
+  t->in_order();  // made at once: the install walks every command anyway
   templates_[id] = std::move(t);
 }
 
@@ -549,7 +558,7 @@ void DataWorker::on_adopt(Reader& r) {
     t->commands.emplace(where, make_entry(std::move(cmd)));
   }
   installed_ += t->commands.size();
-  t->commands_changed();
+  t->in_order();
   carried_.erase(kept);
   templates_[id] = std::move(t);
 }
@@ -562,14 +571,13 @@ void DataWorker::on_edit(Reader& r) {
   std::lock_guard lock(mutex_);
   detail::Stopwatch watch(edit_ns_);
   edited_ += removed.size() + added.size();
+  ++edit_messages_;
   auto it = templates_.find(id);
   if (it == templates_.end()) throw Error(fmt::format("an edit of template {}, unknown on rank {}", id, rank_));
   Template& t = *it->second;
-  // The order is made again however the edit ends (a bad one may stop half-way).
-  struct Refresh {
-    Template& t;
-    ~Refresh() { t.commands_changed(); }
-  } refresh{t};
+  // Before any change: the order is made again however the edit ends (a bad one may
+  // stop half-way).
+  t.commands_changed();
   for (std::uint64_t cid : removed) {
     auto p = t.position_of.find(cid);
     if (p == t.position_of.end()) throw Error(fmt::format("an edit removes command {}, not in template '{}'", cid, t.name));
@@ -596,7 +604,7 @@ void DataWorker::on_instantiate(Reader& r) {
     auto it = templates_.find(id);
     if (it == templates_.end()) throw Error(fmt::format("an instantiation of template {}, unknown on rank {}", id, rank_));
     Template& t = *it->second;
-    batch->entries = t.order;
+    batch->entries = t.in_order();
     batch->count = batch->entries->size();
     if (batch->count == 0) return;
     batch->nodes = std::make_unique_for_overwrite<Node[]>(batch->count);
@@ -627,6 +635,7 @@ void DataWorker::add_stats(detail::DataPlaneStats& s) const {
   s.instantiated_commands = instantiated_;
   s.edit_ns = edit_ns_;
   s.edited_commands = edited_;
+  s.edit_messages = edit_messages_;
 }
 
 void DataWorker::on_copy(Reader& r) {

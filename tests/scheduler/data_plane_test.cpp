@@ -662,6 +662,9 @@ TEST_P(DataPlaneTest, MovedTasksRunOnTheirNewRankWithTheSameResults) {
       {{{0, next(home[0])}, {2, next(home[2])}, {3, 0}, {2, 0}}, 2},    // several (task 2's last move wins)
       {{{0, next(home[0])}}, 1},                                        // where it already is
       {{{0, home[0]}, {2, home[2]}, {3, home[3]}}, 1},                  // all back
+      {{{1, next(home[1])}}, 0},  // two edits, each sent on its own (sync), then
+      {{{3, next(home[3])}}, 1},  // one instantiation: the ranks' lists are remade once
+      {{{1, home[1]}, {3, home[3]}}, 1},                                // home again
   };
 
   // Templated.
@@ -692,6 +695,13 @@ TEST_P(DataPlaneTest, MovedTasksRunOnTheirNewRankWithTheSameResults) {
   EXPECT_EQ(ranks[7], ranks[6]) << "moving a task to its own rank changes nothing";
   EXPECT_EQ(edit_messages[4], 0u) << "moving a task to its own rank sends no edit";
   EXPECT_EQ(ranks[8], home);
+  if (n() >= 2) {
+    EXPECT_GT(edit_messages[6], 0u);
+    EXPECT_GT(edit_messages[7], 0u);
+    EXPECT_EQ(ranks[9], (std::vector<int>{home[0], next(home[1]), home[2], next(home[3])}))
+        << "both edits sent before the instantiation hold";
+  }
+  EXPECT_EQ(ranks[10], home);
   EXPECT_EQ(f.malformed(), 0u);
 
   // The same tasks untemplated, each on the rank the template had it on.

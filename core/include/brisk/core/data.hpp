@@ -137,11 +137,12 @@ struct DataPlaneStats {
   // Controller time (rank 0) in install, instantiate (including patches) and edits.
   std::uint64_t controller_install_ns = 0, controller_instantiate_ns = 0, controller_edit_ns = 0;
   // This rank's worker (any rank): data tasks run, and the time spent caching,
-  // instantiating and editing worker templates, with the commands concerned.
+  // instantiating and editing worker templates, with the commands concerned (and,
+  // for edits, the edit messages that carried them).
   std::uint64_t tasks_run = 0;
   std::uint64_t install_ns = 0, installed_commands = 0;
   std::uint64_t instantiate_ns = 0, instantiated_commands = 0;
-  std::uint64_t edit_ns = 0, edited_commands = 0;
+  std::uint64_t edit_ns = 0, edited_commands = 0, edit_messages = 0;
 };
 
 // The runtime side of data objects (runtime/ implements it; nullptr outside brisk::run).

@@ -188,7 +188,8 @@ class DataWorker {
   std::atomic<std::uint64_t> tasks_run_{0};
   std::atomic<std::uint64_t> malformed_{0};
   // Template costs (written under mutex_).
-  std::uint64_t install_ns_ = 0, installed_ = 0, instantiate_ns_ = 0, instantiated_ = 0, edit_ns_ = 0, edited_ = 0;
+  std::uint64_t install_ns_ = 0, installed_ = 0, instantiate_ns_ = 0, instantiated_ = 0, edit_ns_ = 0, edited_ = 0,
+                edit_messages_ = 0;
 };
 
 }  // namespace brisk
