@@ -100,6 +100,13 @@ def main():
         expect(good not in out, "--missed-only leaves out a file whose figures all met", out)
         expect(out.count("MISSED") == 5, "--missed-only prints every missed figure", out)
 
+        null = write(d, "null.json", [transfer(MIB, None), {"benchmark": "remote_e2e", "median": 3.0}])
+        rc, out, _ = run(null)
+        expect(rc == 1, f"a null figure: exit status {rc}, wanted 1", out)
+        expect("NONE    object transfer, std::vector<uint8_t>, pulled, 1 MiB: no figure (null in the output)" in out,
+               "a null figure is listed", out)
+        expect("floors: 1 met, 0 missed, 1 without a figure" in out, "a null figure is counted", out)
+
         empty = write(d, "empty.json", ["no JSON here"])
         rc, out, _ = run(empty)
         expect(rc == 0 and "(no figures with a floor)" in out and "floors: 0 met, 0 missed" in out,
