@@ -250,48 +250,36 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(c1.patches_reused - c0.patches_reused),
         static_cast<unsigned long long>(c1.validations_skipped - c0.validations_skipped));
 
-    // Edit: one task to the next rank and back.
+    // Edit: one task to the next rank and back, `edits` times, the edits travelling
+    // together with the next flush or (each_sent) each flushed on its own by
+    // data_sync, as a balancer that moves a task whenever it sees fit would send
+    // them; then one instantiation. `per_message` names the ranks' time per edit
+    // message.
     if (ranks > 1) {
-      w0 = worker_stats();
-      c0 = brisk::data_stats();
-      const int edits = 200;
       const std::uint32_t task = static_cast<std::uint32_t>(parts / 2);
       const int home = t.rank_of(task);
-      for (int k = 0; k < edits; ++k) {
-        const std::pair<std::uint32_t, int> move{task, k % 2 == 0 ? (home + 1) % ranks : home};
-        t.move_tasks({move});
-      }
-      t.instantiate(0);
-      brisk::data_sync();
-      w1 = worker_stats();
-      c1 = brisk::data_stats();
-      std::printf(
-          "{\"benchmark\":\"template_edit\",\"ranks\":%d,\"edits\":%d,\"controller_us_per_edit\":%.3f,"
-          "\"worker_us_per_edited_command_max\":%.3f,\"worker_us_per_edit_message_max\":%.3f,"
-          "\"worker_ns_per_command_next_instantiation_max\":%.1f,\"nimbus_us\":41,\"floor_us\":10}\n",
-          ranks, edits, static_cast<double>(c1.controller_edit_ns - c0.controller_edit_ns) / 1e3 / edits,
-          max_per_item(w0, w1, 4, 5) / 1e3, max_per_item(w0, w1, 4, 7) / 1e3, max_per_item(w0, w1, 2, 3));
-
-      // The same edits, each sent on its own (data_sync flushes it), as a balancer
-      // that moves a task whenever it sees fit would send them.
-      w0 = worker_stats();
-      c0 = brisk::data_stats();
-      const int flushed = 50;
-      for (int k = 0; k < flushed; ++k) {
-        const std::pair<std::uint32_t, int> move{task, k % 2 == 0 ? (home + 1) % ranks : home};
-        t.move_tasks({move});
+      const auto edit = [&](const char* name, int edits, bool each_sent, const char* per_message, const char* extra) {
+        w0 = worker_stats();
+        c0 = brisk::data_stats();
+        for (int k = 0; k < edits; ++k) {
+          const std::pair<std::uint32_t, int> move{task, k % 2 == 0 ? (home + 1) % ranks : home};
+          t.move_tasks({move});
+          if (each_sent) brisk::data_sync();
+        }
+        t.instantiate(0);
         brisk::data_sync();
-      }
-      t.instantiate(0);
-      brisk::data_sync();
-      w1 = worker_stats();
-      c1 = brisk::data_stats();
-      std::printf(
-          "{\"benchmark\":\"template_edit_each_sent\",\"ranks\":%d,\"edits\":%d,\"controller_us_per_edit\":%.3f,"
-          "\"worker_us_per_edited_command_max\":%.3f,\"worker_us_per_edit_max\":%.3f,"
-          "\"worker_ns_per_command_next_instantiation_max\":%.1f,\"floor_us\":10}\n",
-          ranks, flushed, static_cast<double>(c1.controller_edit_ns - c0.controller_edit_ns) / 1e3 / flushed,
-          max_per_item(w0, w1, 4, 5) / 1e3, max_per_item(w0, w1, 4, 7) / 1e3, max_per_item(w0, w1, 2, 3));
+        w1 = worker_stats();
+        c1 = brisk::data_stats();
+        std::printf(
+            "{\"benchmark\":\"%s\",\"ranks\":%d,\"edits\":%d,\"controller_us_per_edit\":%.3f,"
+            "\"worker_us_per_edited_command_max\":%.3f,\"%s\":%.3f,"
+            "\"worker_ns_per_command_next_instantiation_max\":%.1f,%s\"floor_us\":10}\n",
+            name, ranks, edits, static_cast<double>(c1.controller_edit_ns - c0.controller_edit_ns) / 1e3 / edits,
+            max_per_item(w0, w1, 4, 5) / 1e3, per_message, max_per_item(w0, w1, 4, 7) / 1e3,
+            max_per_item(w0, w1, 2, 3), extra);
+      };
+      edit("template_edit", 200, false, "worker_us_per_edit_message_max", "\"nimbus_us\":41,");
+      edit("template_edit_each_sent", 50, true, "worker_us_per_edit_max", "");
     }
     // Hop: a counter passed back and forth between ranks 0 and 1, one task per
     // pass, each reading the partition the other rank just wrote (one copy each).
