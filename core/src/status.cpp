@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cstdio>
 
+#include "brisk/core/run.hpp"
+
 namespace brisk {
 
 const char* status_code_name(StatusCode code) noexcept {
@@ -42,7 +44,7 @@ CheckFailure::~CheckFailure() {
   std::string msg = stream_.str();
   std::fprintf(stderr, "%s\n", msg.c_str());
   std::fflush(stderr);
-  if (AbortHook hook = g_abort_hook.load()) hook(1);
+  if (AbortHook hook = g_abort_hook.load()) hook(exit_code::kInternalError);
   std::abort();
 }
 

@@ -21,6 +21,7 @@
 #include "brisk/core/detail/task.hpp"
 #include "brisk/core/function_registry.hpp"
 #include "brisk/runtime/control_plane.hpp"
+#include "brisk/runtime/exit_status.hpp"
 #include "brisk/scheduler/local_scheduler.hpp"
 
 namespace brisk {
@@ -2991,9 +2992,12 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
           // After a death this rank's main thread may be stuck in an MPI collective
           // that can never finish (a user's own, say), or in its overdue part of a
           // checkpoint: if it has not left in 2 s, leave without it.
-          std::thread([code, self = self_.value] {
+          std::thread([code, self = self_.value,
+                       lost = detail::lost_ranks_text(size_, [this](int r) { return rank_lost(Rank{r}); })] {
             std::this_thread::sleep_for(std::chrono::seconds(2));
             std::fprintf(stderr, "brisk: rank %d: leaving with the job's end (code %d); this rank was blocked\n", self, code);
+            detail::record_exit_status(code, fmt::format("rank 0 ended the job with exit code {}; this rank was blocked", code),
+                                       lost);
             std::fflush(nullptr);
             std::_Exit(code);
           }).detach();

@@ -30,6 +30,7 @@
 #include "brisk/runtime/cluster.hpp"
 #include "brisk/runtime/control_plane.hpp"
 #include "brisk/runtime/data_plane.hpp"
+#include "brisk/runtime/exit_status.hpp"
 #include "brisk/runtime/fault_inject.hpp"
 #include "brisk/runtime/node_arena.hpp"
 #include "brisk/runtime/node_runtime.hpp"
@@ -42,7 +43,45 @@
 
 namespace brisk::detail {
 namespace {
-void abort_hook(int code) { MpiEnvironment::abort_job(code); }
+void abort_hook(int code) {
+  record_exit_status(code, "brisk stopped the job at a failed check (see the message above)");
+  MpiEnvironment::abort_job(code);
+}
+
+// Ends the job from this rank with MPI_Abort, after recording `code` for the launcher.
+[[noreturn]] void abort_job(int code, std::string_view why) {
+  record_exit_status(code, why);
+  std::fflush(nullptr);
+  MpiEnvironment::abort_job(code);
+}
+
+// A rollback after a rank's loss that could not be done: the job ends with
+// exit_code::kRankLost.
+class RollbackFailed : public Error {
+ public:
+  using Error::Error;
+};
+
+// The job's exit code when the driver threw `e` (exit_code in brisk/core/run.hpp):
+// a result lost with its rank is a rank loss, a checkpoint given up on a stuck
+// rank a timeout, anything else the driver's failure.
+int driver_exception_code(const std::exception& e, bool rank_blocked) {
+  if (dynamic_cast<const RollbackFailed*>(&e)) return exit_code::kRankLost;
+  if (const auto* t = dynamic_cast<const TaskError*>(&e)) {
+    if (t->kind() == ErrorKind::kObjectLost || t->kind() == ErrorKind::kRankLost) return exit_code::kRankLost;
+  }
+  return rank_blocked ? exit_code::kTimeout : exit_code::kDriverThrew;
+}
+
+// Bad input found before any work: rank 0 says what (or every rank, where each
+// found it on its own), and the rank ends with exit_code::kBadInput.
+int bad_input(int rank, const std::string& message, bool every_rank = false) {
+  if (rank == 0 || every_rank) {
+    std::fprintf(stderr, "brisk: %s%s\n", every_rank ? fmt::format("rank {}: ", rank).c_str() : "", message.c_str());
+  }
+  record_exit_status(exit_code::kBadInput, message);
+  return exit_code::kBadInput;
+}
 
 // Whether the environment sets any of glibc's malloc parameters itself.
 bool malloc_tuned_by_environment() {
@@ -310,14 +349,19 @@ void arm_task_kills(const std::vector<KillPlan>& plans, int rank, RuntimeDataPla
 
 // Rank 0, after the driver threw DataRollback: the data plane starts a new epoch on
 // the surviving ranks, and the driver's values come back from the last checkpoint.
-// Throws brisk::Error when that cannot be done.
+// Throws RollbackFailed when that cannot be done.
 void roll_back(RuntimeDataPlane& data, RuntimeCheckpoints& checkpoints, int lost) {
   const auto start = std::chrono::steady_clock::now();
-  const auto hosts = data.roll_back();
+  std::vector<int> hosts;
+  try {
+    hosts = data.roll_back();
+  } catch (const Error& e) {
+    throw RollbackFailed(fmt::format("rank {} was lost and the data objects cannot roll back: {}", lost, e.what()));
+  }
   auto from = checkpoints.roll_back();
   if (!from.ok()) {
-    throw Error(fmt::format("rank {} was lost and the job cannot roll back to its last checkpoint: {}", lost,
-                            from.status().message()));
+    throw RollbackFailed(fmt::format("rank {} was lost and the job cannot roll back to its last checkpoint: {}", lost,
+                                     from.status().message()));
   }
   const std::string now = RuntimeDataPlane::describe_hosts(hosts);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -341,24 +385,20 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   const int rank = mpi->rank();
   const int size = mpi->size();
   set_log_rank(rank);
+  init_exit_status(rank, size);
   set_abort_hook(&abort_hook);
 
   auto parsed = parse_options(argc, argv);
-  if (!parsed.ok()) {
-    if (rank == 0) std::fprintf(stderr, "brisk: %s\n", parsed.status().message().c_str());
-    return 2;
-  }
+  if (!parsed.ok()) return bad_input(rank, parsed.status().message());
   if (parsed->help_requested) {
     if (rank == 0) std::fputs(options_help().c_str(), stdout);
-    return 0;
+    record_exit_status(exit_code::kSuccess, "--brisk-help");
+    return exit_code::kSuccess;
   }
   const Options& options = parsed->options;
   if (options.keep_heap && !malloc_tuned_by_environment()) keep_heap();
   auto roles = assign_roles(size, options.shards, options.schedulers);
-  if (!roles.ok()) {
-    if (rank == 0) std::fprintf(stderr, "brisk: %s\n", roles.status().message().c_str());
-    return 2;
-  }
+  if (!roles.ok()) return bad_input(rank, roles.status().message());
   std::vector<KillPlan> kill_plans;
   if (const char* inject = std::getenv("BRISK_FAULT_INJECT")) {
     auto plans = parse_fault_injects(inject);
@@ -382,17 +422,11 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
         }
       }
     }
-    if (!plans.ok()) {
-      if (rank == 0) std::fprintf(stderr, "brisk: %s\n", plans.status().message().c_str());
-      return 2;
-    }
+    if (!plans.ok()) return bad_input(rank, plans.status().message());
     kill_plans = *plans;
   }
   auto topology = Topology::detect();
-  if (!topology.ok()) {
-    std::fprintf(stderr, "brisk: rank %d: %s\n", rank, topology.status().message().c_str());
-    return 2;
-  }
+  if (!topology.ok()) return bad_input(rank, topology.status().message(), /*every_rank=*/true);
 
   // Every rank learns every node's resources (placement, feasibility), host and
   // clock offset (the merged timeline); rank 0 prints the roles if asked.
@@ -425,7 +459,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   node.context().max_node_resources = largest;
   node.context().size = size;
 
-  int exit_code = 0;
+  int job_code = exit_code::kSuccess;
+  std::string why;   // what ended this rank, for the launcher (exit_status.hpp)
+  std::string lost;  // the ranks it knew dead at the end, for the same
   // Set once the checkpoint service exists (the cluster's loss handler reads it).
   auto checkpoints_ptr = std::make_shared<std::atomic<RuntimeCheckpoints*>>(nullptr);
   std::unique_ptr<RuntimeDataPlane> data;  // outlives the cluster, whose progress thread calls it
@@ -434,9 +470,10 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   if (size > 1) {
     auto w = make_wire(options, *topology, ranks_on_host, *mpi);
     if (!w.ok()) {
-      std::fprintf(stderr, "brisk: rank %d: cannot start the %s transport: %s\n", rank, transport_name,
-                   w.status().message().c_str());
-      MpiEnvironment::abort_job(2);
+      const std::string why =
+          fmt::format("cannot start the {} transport: {}", transport_name, w.status().message());
+      std::fprintf(stderr, "brisk: rank %d: %s\n", rank, why.c_str());
+      abort_job(exit_code::kBadInput, why);
     }
     wire = std::move(w).value();
     cc.inline_bytes = options.inline_bytes;
@@ -449,8 +486,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
         if (!v.empty()) add_borrowed_memory(v.data(), v.size());  // arrays read in place there free nothing
       }
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "brisk: rank %d: %s (run the job with --brisk-node-shm=off)\n", rank, e.what());
-      MpiEnvironment::abort_job(2);
+      const std::string why = fmt::format("{} (run the job with --brisk-node-shm=off)", e.what());
+      std::fprintf(stderr, "brisk: rank %d: %s\n", rank, why.c_str());
+      abort_job(exit_code::kBadInput, why);
     }
     cc.spill_queue = options.spill_queue > 0 ? options.spill_queue : 2 * node.workers();
     cc.heartbeat = std::chrono::milliseconds(options.heartbeat_ms);
@@ -466,9 +504,9 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     if (options.transport != TransportKind::kUcx) {
       cc.fatal_timeout = std::chrono::milliseconds(std::max(2000, 5 * options.failure_timeout_ms));
       cc.fatal = [rank, dir = options.checkpoint_dir](const std::string& why) {
-        std::fprintf(stderr, "brisk: rank %d: %s; the job ends now; %s\n", rank, why.c_str(), checkpoint_note(dir).c_str());
-        std::fflush(nullptr);
-        MpiEnvironment::abort_job(1);
+        std::fprintf(stderr, "brisk: rank %d: %s; the job ends now (exit code %d); %s\n", rank, why.c_str(),
+                     exit_code::kRankLost, checkpoint_note(dir).c_str());
+        abort_job(exit_code::kRankLost, why);
       };
     }
     cluster = std::make_unique<Cluster>(*wire.transport, node.scheduler(), node.events(), wire.arena,
@@ -586,9 +624,10 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
   bool restore_failed = false;
   if (rank == 0 && !options.restore.empty()) {
     if (Status s = checkpoints.restore(options.restore); !s.ok()) {
-      std::fprintf(stderr, "brisk: cannot restore: %s\n", s.message().c_str());
+      why = fmt::format("cannot restore: {}", s.message());
+      std::fprintf(stderr, "brisk: %s\n", why.c_str());
       restore_failed = true;
-      exit_code = 2;
+      job_code = exit_code::kBadInput;
     }
   }
 
@@ -603,9 +642,10 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
             roll_back(*data, checkpoints, lost);
             lost = -1;
           }
-          exit_code = driver();
+          job_code = driver();
           // Data tasks still running belong to the driver's work: wait for them.
           if (data->used()) data->sync();
+          why = fmt::format("the driver returned {}", job_code);
           break;
         } catch (const DataRollback& r) {
           lost = r.lost_rank;
@@ -613,13 +653,16 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
       }
     } catch (const checkpoint::Exit& e) {
       std::fprintf(stderr, "brisk: %s\n", e.what());
-      exit_code = checkpoint::Exit::kExitCode;
+      job_code = checkpoint::Exit::kExitCode;
+      why = e.what();
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "brisk: the driver on rank 0 threw: %s\n", e.what());
-      exit_code = 1;
+      job_code = driver_exception_code(e, checkpoints.rank_blocked());
+      why = fmt::format("the driver on rank 0 threw: {}", e.what());
+      std::fprintf(stderr, "brisk: %s (exit code %d)\n", why.c_str(), job_code);
     } catch (...) {
-      std::fprintf(stderr, "brisk: the driver on rank 0 threw an unknown exception\n");
-      exit_code = 1;
+      job_code = exit_code::kDriverThrew;
+      why = "the driver on rank 0 threw an unknown exception";
+      std::fprintf(stderr, "brisk: %s (exit code %d)\n", why.c_str(), job_code);
     }
     if (!options.timeline.empty() && node.events()) {
       Status st = cluster ? cluster->write_timeline(options.timeline)
@@ -631,24 +674,28 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     // The end travels as a brisk message, so that the ranks wait for it asleep and a
     // dead rank 0 is noticed.
     if (rank == 0) {
-      cluster->announce_end(exit_code, checkpoints.rank_blocked());
+      cluster->announce_end(job_code, checkpoints.rank_blocked());
     } else {
-      exit_code = cluster->wait_for_end([&checkpoints, rank](std::uint64_t seq, const std::string& tag) {
+      job_code = cluster->wait_for_end([&checkpoints, rank](std::uint64_t seq, const std::string& tag) {
         if (Status s = checkpoints.participate(seq, tag); !s.ok()) {
           std::fprintf(stderr, "brisk: rank %d: checkpoint %llu failed: %s\n", rank, static_cast<unsigned long long>(seq),
                        s.message().c_str());
         }
       });
-      if (exit_code == Cluster::kDriverLost) {
+      if (job_code == Cluster::kDriverLost) {
+        job_code = exit_code::kRankLost;
+        why = fmt::format("rank 0 ({}, and the driver) was lost", roles->describe(Rank{0}));
         bool first_alive = true;  // one rank says it
         for (int r = 1; r < rank; ++r) first_alive = first_alive && cluster->rank_lost(Rank{r});
         if (first_alive) {
-          std::fprintf(stderr, "brisk: rank %d: rank 0 (%s, and the driver) was lost; the job ends; %s\n", rank,
-                       roles->describe(Rank{0}).c_str(), checkpoint_note(options.checkpoint_dir).c_str());
+          std::fprintf(stderr, "brisk: rank %d: %s; the job ends (exit code %d); %s\n", rank, why.c_str(), job_code,
+                       checkpoint_note(options.checkpoint_dir).c_str());
         }
-        exit_code = 1;
+      } else {
+        why = fmt::format("rank 0 ended the job with exit code {}", job_code);
       }
     }
+    lost = lost_ranks_text(size, [&cluster](int r) { return cluster->rank_lost(Rank{r}); });
     if (cluster->leave_without_mpi()) {
       // MPI cannot end a job with a dead or blocked rank (a collective or
       // MPI_Finalize would hang): let the last messages go out, then leave without MPI.
@@ -657,11 +704,12 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
         cluster->poll();
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
+      record_exit_status(job_code, why, lost);
       std::fflush(nullptr);
-      std::_Exit(exit_code);
+      std::_Exit(job_code);
     }
   }
-  exit_code = mpi->agree_exit_code(exit_code);
+  job_code = mpi->agree_exit_code(job_code);
   node.scheduler().set_work_hint(nullptr, {});
   node.scheduler().set_poll_between_tasks({});
   node.shutdown();
@@ -680,7 +728,8 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
     wire.node.reset();  // the views of other ranks' arenas stay mapped until exit
   }
   set_abort_hook(nullptr);
-  return exit_code;
+  record_exit_status(job_code, why.empty() ? fmt::format("the job ended with exit code {}", job_code) : why, lost);
+  return job_code;
 }
 
 }  // namespace brisk::detail

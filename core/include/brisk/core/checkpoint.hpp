@@ -37,6 +37,7 @@
 #include "brisk/core/api.hpp"
 #include "brisk/core/detail/context.hpp"
 #include "brisk/core/error.hpp"
+#include "brisk/core/run.hpp"
 #include "brisk/core/serialize.hpp"
 
 namespace brisk::checkpoint {
@@ -57,7 +58,7 @@ void save(const std::string& name, const T& value) {
 // again" (slurm/brisk-requeue.sbatch).
 class Exit : public brisk::Error {
  public:
-  static constexpr int kExitCode = 75;  // EX_TEMPFAIL
+  static constexpr int kExitCode = exit_code::kRequeue;
   explicit Exit(std::uint64_t sequence)
       : brisk::Error("checkpoint " + std::to_string(sequence) +
                      " written on request; the job ends to be run again (--brisk-checkpoint-exit)"),
