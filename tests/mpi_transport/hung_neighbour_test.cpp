@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "brisk/mpi_transport/ucx_transport.hpp"
+#include "brisk/runtime/exit_status.hpp"
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -99,7 +100,14 @@ int main(int argc, char** argv) {
   } else {
     const auto deadline = Clock::now() + std::chrono::seconds(30);
     while (!done.load() && Clock::now() < deadline) tr.progress();
+    if (!done.load()) {
+      std::printf("rank 0: rank 1 never said it was done\n");
+      rc = 1;
+    }
   }
+  // Each survivor's verdict for slurm/brisk-launch --keep-going (BRISK_STATUS_DIR);
   // MPI cannot finalise with a stopped rank: leave without it.
+  brisk::detail::init_exit_status(me, 3);
+  brisk::detail::record_exit_status(rc, rc == 0 ? "hung neighbour test OK" : "hung neighbour test FAILED", "2");
   _exit(rc);
 }

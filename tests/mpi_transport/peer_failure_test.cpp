@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "brisk/mpi_transport/ucx_transport.hpp"
+#include "brisk/runtime/exit_status.hpp"
 
 int main(int argc, char** argv) {
   int provided = 0;
@@ -55,6 +56,10 @@ int main(int argc, char** argv) {
     tr.progress();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  // Each survivor's verdict for slurm/brisk-launch --keep-going (BRISK_STATUS_DIR);
   // MPI cannot finalise with a dead rank: leave without it.
+  brisk::detail::init_exit_status(tr.rank().value, tr.size());
+  brisk::detail::record_exit_status(ok ? 0 : 1, ok ? "peer failure detected" : "peer failure NOT detected",
+                                    std::to_string(victim));
   _exit(ok ? 0 : 1);
 }

@@ -1,6 +1,8 @@
 // A brisk program for the tests of brisk::run under mpirun: options, exit codes,
 // driver exceptions, per-rank timelines.
-//   run_program [--exit=N] [--throw] [--brisk-...]
+//   run_program [--exit=N] [--throw] [--fail-task] [--task-ms=MS] [--brisk-...]
+// --fail-task: one task throws, and the driver's get rethrows its TaskError.
+// --task-ms: every task sleeps this long first (a job that lasts, to be killed).
 #include <brisk/brisk.hpp>
 
 #include <chrono>
@@ -11,18 +13,35 @@
 #include <vector>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace {
-int square(int x) { return x * x; }
+int g_task_ms = 0;  // set on every rank from the same arguments
+
+int square(int x) {
+  if (g_task_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(g_task_ms));
+  return x * x;
+}
 BRISK_REMOTE(square);
+
+int fail(int x) {
+  if (x >= 0) throw std::runtime_error("a task fails on purpose");
+  return x;
+}
+BRISK_REMOTE(fail);
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--task-ms=", 0) == 0) g_task_ms = std::stoi(a.substr(10));
+  }
   return brisk::run(argc, argv, []() -> int {
     int code = 0;
     for (const auto& a : brisk::program_args()) {
       if (a.rfind("--exit=", 0) == 0) code = std::stoi(a.substr(7));
       if (a == "--throw") throw std::runtime_error("driver failure on purpose");
+      if (a == "--fail-task") brisk::get(brisk::remote(fail, 1));
       if (a.rfind("--brisk-", 0) == 0) {
         std::printf("a brisk option leaked into program_args: %s\n", a.c_str());
         return 10;

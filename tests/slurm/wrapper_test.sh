@@ -58,8 +58,8 @@ scrubbed_env() {
 }
 
 # expect_line NAME EXPECTED [VAR=VALUE...] -- brisk-launch ARGS...
-# Runs brisk-launch --dry-run with the given environment; its one line of output must
-# equal EXPECTED (the wrapper path shown as "brisk-launch").
+# Runs brisk-launch --dry-run with the given environment; it must exit 0 and its one
+# line on stdout must equal EXPECTED (warnings on stderr are not compared).
 expect_line() {
   local name=$1 expected=$2
   shift 2
@@ -70,7 +70,7 @@ expect_line() {
   local -a scrub
   mapfile -d '' -t scrub < <(scrubbed_env)
   checks=$((checks + 1))
-  out=$(env "${scrub[@]}" "${vars[@]}" "$LAUNCH" --dry-run "$@" 2>&1) || rc=$?
+  out=$(env "${scrub[@]}" "${vars[@]}" "$LAUNCH" --dry-run "$@" 2>/dev/null) || rc=$?
   if ((rc != 0)); then
     fail "$name: exit code $rc, wanted 0; output: $out"
   elif [[ $out != "$expected" ]]; then
@@ -124,8 +124,15 @@ dry_run_checks() {
     "mpirun ${root}-np 4 --bind-to none --oversubscribe ./app" $out2 OMPI_MCA_mpi_yield_when_idle=0 -- --np=4 ./app
   expect_line "transport ucx" "mpirun ${root}-np 1 --bind-to none ./app --brisk-transport=ucx x" $out2 -- --transport=ucx ./app x
   expect_line "transport mpi" "mpirun ${root}-np 1 --bind-to none ./app --brisk-transport=mpi" $out2 -- --transport mpi ./app
+  # --keep-going: the ranks report their exit status into a directory made at launch.
+  local status_tmp="env BRISK_STATUS_DIR=${TMPDIR:-/tmp}/brisk-status.XXXXXX"
+  local status_here="env BRISK_STATUS_DIR=$PWD/brisk-status.XXXXXX"
+  local recovery="--enable-recovery --mca orte_abort_on_non_zero_status 0 -x BRISK_STATUS_DIR"
   expect_line "keep going with mpirun" \
-    "mpirun ${root}-np 2 --bind-to none --enable-recovery --mca orte_abort_on_non_zero_status 0 ./app" $out2 -- --keep-going --np=2 ./app
+    "$status_tmp mpirun ${root}-np 2 --bind-to none $recovery ./app" $out2 -- --keep-going --np=2 ./app
+  expect_line "keep going, the status directory where asked" \
+    "env BRISK_STATUS_DIR=/scratch/x/brisk-status.XXXXXX mpirun ${root}-np 2 --bind-to none $recovery ./app" \
+    $out2 BRISK_LAUNCH_STATUS_DIR=/scratch/x -- --keep-going --np=2 ./app
   expect_line "program arguments after --, quoted" \
     "mpirun ${root}-np 1 --bind-to none ./app --np=3 a\\ b" $out2 -- -- ./app --np=3 'a b'
   expect_line "srun outside an allocation" "srun --mpi=pmix -n 4 --ntasks-per-node=2 ./app" -- --launcher=srun --np=4 --ranks-per-node=2 ./app
@@ -137,9 +144,16 @@ dry_run_checks() {
     "srun --mpi=pmix -c 2 --cpu-bind=cores ./app" "${alloc[@]}" SLURM_CPUS_PER_TASK=2 -- ./app
   expect_line "allocation: SRUN_CPUS_PER_TASK already set" \
     "srun --mpi=pmix ./app" "${alloc[@]}" SLURM_CPUS_PER_TASK=2 SRUN_CPUS_PER_TASK=2 -- ./app
+  # Keeping going in an allocation: mpirun (srun's PMIx plugin kills the step when a
+  # task dies), or srun when asked for, with a warning on stderr.
   expect_line "allocation: explicit layout, keep going" \
-    "srun --mpi=pmix -n 4 --ntasks-per-node=2 -c 1 --cpu-bind=cores --kill-on-bad-exit=0 --no-kill ./app --brisk-transport=ucx" \
-    "${alloc[@]}" -- --np=4 --ranks-per-node=2 --cores-per-rank=1 --keep-going --transport=ucx ./app
+    "$status_here mpirun ${root}-np 4 --map-by ppr:2:node:PE=1 --bind-to core $recovery ./app --brisk-transport=ucx" \
+    "${alloc[@]}" $out2 -- --np=4 --ranks-per-node=2 --cores-per-rank=1 --keep-going --transport=ucx ./app
+  expect_line "allocation: keep going with srun when asked" \
+    "$status_here srun --mpi=pmix -n 4 --ntasks-per-node=2 -c 1 --cpu-bind=cores --kill-on-bad-exit=0 --no-kill ./app" \
+    "${alloc[@]}" -- --launcher=srun --np=4 --ranks-per-node=2 --cores-per-rank=1 --keep-going ./app
+  expect_error "allocation: keep going with srun warns" 0 "srun's PMIx plugin kills the step" \
+    "${alloc[@]}" -- "$LAUNCH" --dry-run --launcher=srun --keep-going ./app
   expect_line "allocation: ranks per node on every node" \
     "srun --mpi=pmix -n 6 --ntasks-per-node=2 ./app" "${alloc[@]}" SLURM_JOB_NUM_NODES=3 -- --ranks-per-node=2 ./app
   expect_line "allocation: more ranks than CPUs on the node" \
@@ -148,8 +162,8 @@ dry_run_checks() {
     "mpirun ${root}--map-by slot:PE=2 --bind-to core ./app" "${alloc[@]}" SLURM_CPUS_PER_TASK=2 $out4 -- --launcher=mpirun ./app
   expect_line "allocation: mpirun, cores per rank do not fit" \
     "mpirun ${root}--bind-to none ./app" "${alloc[@]}" SLURM_CPUS_PER_TASK=2 $out2 -- --launcher=mpirun ./app
-  expect_line "allocation: keep going with srun" \
-    "srun --mpi=pmix --kill-on-bad-exit=0 --no-kill ./app" "${alloc[@]}" -- --keep-going ./app
+  expect_line "allocation: keep going" \
+    "$status_here mpirun ${root}--bind-to none $recovery ./app" "${alloc[@]}" -- --keep-going ./app
 
   # Errors name what was wrong.
   local empty
