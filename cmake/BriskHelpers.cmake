@@ -1,14 +1,43 @@
+# brisk_set_install_rpath(<target>)
+#
+# An installed brisk loads without LD_LIBRARY_PATH from wherever its prefix is copied:
+# a library finds its siblings through $ORIGIN, an executable in bindir through
+# $ORIGIN/<bindir to libdir>. Directories of dependencies outside the system's
+# (an MPI, HDF5 or CUDA from a cluster's modules) follow, as they were at link time.
+# The build tree keeps CMake's own build RPATH.
+function(brisk_set_install_rpath target)
+  get_target_property(type ${target} TYPE)
+  if(type STREQUAL "EXECUTABLE")
+    file(RELATIVE_PATH to_libdir "/prefix/${CMAKE_INSTALL_BINDIR}" "/prefix/${CMAKE_INSTALL_LIBDIR}")
+    set(origin "$ORIGIN/${to_libdir}")
+  else()
+    set(origin "$ORIGIN")
+  endif()
+  set_target_properties(${target} PROPERTIES INSTALL_RPATH "${origin}"
+                        INSTALL_RPATH_USE_LINK_PATH ON)
+endfunction()
+
+# brisk's libraries carry SONAME lib<name>.so.<BRISK_SOVERSION>. Before 1.0 the ABI may
+# change with every minor version (as the package's version file says, SameMinorVersion).
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(BRISK_SOVERSION "${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}")
+else()
+  set(BRISK_SOVERSION "${PROJECT_VERSION_MAJOR}")
+endif()
+
 # brisk_add_library(<module> SOURCES ... [PUBLIC_DEPS ...] [PRIVATE_DEPS ...])
 #
 # Creates target brisk_<module> with alias brisk::<module>, public headers in
-# <module>/include, installed and exported in briskTargets.
+# <module>/include, installed (versioned, with namelink) and exported in briskTargets.
 function(brisk_add_library module)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   set(target brisk_${module})
   add_library(${target} ${ARG_SOURCES})
   add_library(brisk::${module} ALIAS ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${module}
-                        OUTPUT_NAME brisk_${module})
+                        OUTPUT_NAME brisk_${module}
+                        VERSION ${PROJECT_VERSION} SOVERSION ${BRISK_SOVERSION})
+  brisk_set_install_rpath(${target})
   target_include_directories(${target} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
