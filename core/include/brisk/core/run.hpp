@@ -19,7 +19,8 @@ int run_main(int argc, char** argv, std::function<int()> driver);
 // and BRISK_* variables (an unknown flag or a bad value is reported, naming the
 // flag and the valid choices, and nothing runs: exit code 2), runs `driver` on
 // rank 0 while every rank serves tasks, shuts down cleanly and returns the driver's
-// exit code on every rank (0 for a void driver, 1 if it threw).
+// exit code on every rank (0 for a void driver, 1 if it threw; 1 too where it
+// returned 0 but the timeline that --brisk-timeline asked for was not written).
 //   int main(int argc, char** argv) {
 //     return brisk::run(argc, argv, [] { std::printf("%d\n", brisk::get(brisk::remote(add, 1, 2))); });
 //   }
