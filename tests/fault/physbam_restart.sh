@@ -20,18 +20,32 @@ run() {  # run RANKS ARGS...
 fail() { echo "physbam restart test FAILED: $*"; exit 1; }
 rm -rf "$scratch" && mkdir -p "$scratch"
 
-run 2 --frames=3 | grep '^frame ' > "$scratch/whole" || fail "the uninterrupted run printed no frames"
-[ "$(wc -l < "$scratch/whole")" -eq 3 ] || fail "expected 3 frames: $(cat "$scratch/whole")"
+# frames_of TEXT: its "frame ..." lines (none: empty).
+frames_of() { grep '^frame ' <<<"$1" || true; }
+# same_frames NAME GOT WANT: the frame lines GOT are WANT's, and there are some.
+same_frames() {
+  local name=$1 got=$2 want=$3
+  [ -n "$want" ] || fail "$name: no frames to compare with"
+  [ "$(wc -l <<<"$got")" -eq "$(wc -l <<<"$want")" ] && [ "$got" = "$want" ] ||
+    fail "$name: frames differ: got [$got], expected [$want]"
+}
 
-run 2 --frames=2 --checkpoint-frames=1 --brisk-checkpoint-dir="$scratch/ck" > "$scratch/first.log"
-grep -q "checkpoint 2 after frame 2" "$scratch/first.log" || fail "no checkpoint after frame 2: $(cat "$scratch/first.log")"
+out=$(run 2 --frames=3) || fail "the uninterrupted run exited with $?: $out"
+frames_of "$out" > "$scratch/whole"
+[ "$(wc -l < "$scratch/whole")" -eq 3 ] || fail "expected 3 frames from the uninterrupted run: $out"
+
+out=$(run 2 --frames=2 --checkpoint-frames=1 --brisk-checkpoint-dir="$scratch/ck") ||
+  fail "the checkpointing run exited with $?: $out"
+grep -q "checkpoint 2 after frame 2" <<<"$out" || fail "no checkpoint after frame 2: $out"
+same_frames "the checkpointing run" "$(frames_of "$out")" "$(sed -n 1,2p "$scratch/whole")"
 
 check() {  # check NAME RANKS ARGS...: frame 3 of a restarted run equals the whole run's
   local name=$1 n=$2; shift 2
   local out
-  out=$(run "$n" --frames=3 --brisk-checkpoint-dir="$scratch/ck" --brisk-restore=latest "$@")
+  out=$(run "$n" --frames=3 --brisk-checkpoint-dir="$scratch/ck" --brisk-restore=latest "$@") ||
+    fail "$name: the restarted run exited with $?: $out"
   grep -q "resuming at frame 3" <<<"$out" || fail "$name: no resume at frame 3: $out"
-  [ "$(echo "$out" | grep '^frame ')" = "$(sed -n 3p "$scratch/whole")" ] || fail "$name: $(echo "$out" | grep '^frame '), expected $(sed -n 3p "$scratch/whole")"
+  same_frames "$name" "$(frames_of "$out")" "$(sed -n 3p "$scratch/whole")"
   echo "$name: frame 3 as in the uninterrupted run"
 }
 check "same ranks" 2
@@ -39,17 +53,20 @@ check "3 ranks, no templates" 3 --brisk-templates=off
 check "1 rank" 1
 
 truncate -s 2000 "$scratch/ck/ckpt-000002.h5"
-out=$(run 2 --frames=3 --brisk-checkpoint-dir="$scratch/ck" --brisk-restore=latest)
+out=$(run 2 --frames=3 --brisk-checkpoint-dir="$scratch/ck" --brisk-restore=latest) ||
+  fail "the run restarted past a truncated checkpoint exited with $?: $out"
 grep -q "skipped checkpoint .*ckpt-000002.h5" <<<"$out" || fail "the truncated checkpoint was not reported: $out"
 grep -q "resuming at frame 2" <<<"$out" || fail "no resume at frame 2: $out"
-[ "$(echo "$out" | grep '^frame ')" = "$(sed -n 2,3p "$scratch/whole")" ] || fail "from checkpoint 1: $(echo "$out" | grep '^frame ')"
+same_frames "from checkpoint 1" "$(frames_of "$out")" "$(sed -n 2,3p "$scratch/whole")"
 echo "truncated newest checkpoint skipped, frames 2 and 3 as in the uninterrupted run"
 
 if [ "$transport" = ucx ]; then
   # A rank SIGKILLed at a seeded data task: the job runs through it (rolled back to the
   # last checkpoint, or to the start before the first one) and ends as the
   # uninterrupted run, templates on and off.
-  run 2 --frames=30 | grep '^frame ' | tail -1 > "$scratch/whole30"
+  out=$(run 2 --frames=30) || fail "the uninterrupted 30-frame run exited with $?: $out"
+  frames_of "$out" | tail -1 > "$scratch/whole30"
+  grep -q '^frame 30 ' "$scratch/whole30" || fail "the uninterrupted 30-frame run did not print frame 30: $out"
   killed() {  # killed NAME RANKS INJECTION ARGS...
     local name=$1 n=$2 inject=$3; shift 3
     rm -rf "$scratch/ck30"
@@ -63,8 +80,7 @@ if [ "$transport" = ucx ]; then
       fail "$name: no rollback: $(echo "$out" | grep -v '^frame' | tail -15)"
     grep -q "ranks $n (data on $((n - 1))), frames" <<<"$out" ||
       fail "$name: the driver did not run again with its data on the $((n - 1)) survivors: $(grep 'physbam_brisk: grid' <<<"$out")"
-    [ "$(echo "$out" | grep '^frame ' | tail -1)" = "$(cat "$scratch/whole30")" ] ||
-      fail "$name: $(echo "$out" | grep '^frame ' | tail -1), expected $(cat "$scratch/whole30")"
+    same_frames "$name: the last frame" "$(frames_of "$out" | tail -1)" "$(cat "$scratch/whole30")"
     # Blocks whose tasks do not depend on the rank count (the frame's end) are kept
     # and edited; those with per-rank reductions are recorded again.
     if [[ " $* " != *" --brisk-templates=off "* ]]; then
