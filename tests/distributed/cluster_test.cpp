@@ -6,7 +6,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -484,19 +486,48 @@ TEST(Cluster, ErrorsCrossRanks) {
   EXPECT_THROW(brisk::get(dependent), brisk::TaskError);
 }
 
+// A task on rank 0 (the driver's process) that the test holds until it lets it go
+// (60 s at most, so that a wrong wait fails instead of hanging), and one on another
+// rank that waits for it: neither can finish before the test says so, however slow
+// the machine.
+std::mutex g_hold_mutex;
+std::condition_variable g_hold_cv;
+bool g_held_released = false;
+int held_on_driver() {
+  std::unique_lock lock(g_hold_mutex);
+  g_hold_cv.wait_for(lock, 60s, [] { return g_held_released; });
+  return g_held_released ? 1 : 0;
+}
+BRISK_REMOTE(held_on_driver);
+void release_held(bool released) {
+  std::lock_guard lock(g_hold_mutex);
+  g_held_released = released;
+  g_hold_cv.notify_all();
+}
+// The rank it ran on, once `gate` is ready; -1 if the gate was never let go.
+int after_gate(brisk::Ref<int> gate) { return brisk::get(gate) == 1 ? brisk::rank() : -1; }
+BRISK_REMOTE(after_gate);
+
 TEST(Cluster, WaitWithTimeoutsAcrossRanks) {
   const int b = ranks() - 1;
-  auto slow = brisk::task(nap_ms).resources(on(b)).remote(800);
+  release_held(false);
+  auto gate = brisk::task(held_on_driver).resources(on(0)).remote();
+  auto slow = brisk::task(after_gate).resources(on(b)).remote(gate);
   auto fast = brisk::task(nap_ms).resources(on(1 % ranks())).remote(1);
   std::vector<brisk::Ref<int>> refs{slow, fast};
-  auto r = brisk::wait(refs, 1, 10s);
+  auto r = brisk::wait(refs, 1, 60s);
   ASSERT_EQ(r.ready.size(), 1u);
   EXPECT_TRUE(r.ready[0] == fast);
+  // The timeout ends the wait (not before it is due) while the slow task waits.
   auto t0 = std::chrono::steady_clock::now();
   auto r2 = brisk::wait(refs, 2, 50ms);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 700ms);
-  EXPECT_EQ(r2.ready.size(), 1u);
-  EXPECT_EQ(brisk::get(slow), b);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 50ms);
+  ASSERT_EQ(r2.ready.size(), 1u);
+  EXPECT_TRUE(r2.ready[0] == fast);
+  ASSERT_EQ(r2.not_ready.size(), 1u);
+  EXPECT_TRUE(r2.not_ready[0] == slow);
+  release_held(true);
+  EXPECT_EQ(brisk::get(slow), b) << "-1: the slow task ran before the test let it go";
 }
 
 int only_on_rank0(int x) { return x; }
