@@ -3,10 +3,12 @@
 //
 //   mpirun -np 1 --bind-to none build/benchmarks/brisk_task_workloads [--only=NAME] [--scale=F]
 #include <brisk/brisk.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
@@ -52,9 +54,19 @@ Summary summarize(std::vector<double> v) {
   return {at(0.5), at(0.99), v.front()};
 }
 
-void emit(const char* name, const std::string& params, Summary s, const char* unit) {
-  std::printf("{\"name\":\"%s\",\"params\":{%s},\"median\":%.4f,\"p99\":%.4f,\"min\":%.4f,\"unit\":\"%s\"}\n",
-              name, params.c_str(), s.median, s.p99, s.min, unit);
+// `x` to 4 decimal places (NaN and infinities stay, and are written as null).
+double fixed4(double x) { return std::isfinite(x) ? std::round(x * 1e4) / 1e4 : x; }
+
+// One JSON line: name, parameters, median, p99, min, unit.
+void emit(const char* name, const nlohmann::ordered_json& params, Summary s, const char* unit) {
+  nlohmann::ordered_json line;
+  line["name"] = name;
+  line["params"] = params;
+  line["median"] = fixed4(s.median);
+  line["p99"] = fixed4(s.p99);
+  line["min"] = fixed4(s.min);
+  line["unit"] = unit;
+  std::printf("%s\n", line.dump().c_str());
   std::fflush(stdout);
 }
 
@@ -70,7 +82,7 @@ void creation(int batches) {
     per_task.push_back(us_since(t0) / kBatch);
     for (auto& r : refs) brisk::get(r);
   }
-  emit("creation", "\"batch\":1000,\"batches\":" + std::to_string(batches), summarize(per_task), "us/task");
+  emit("creation", {{"batch", kBatch}, {"batches", batches}}, summarize(per_task), "us/task");
 }
 
 void e2e(int n) {
@@ -81,7 +93,7 @@ void e2e(int n) {
     brisk::get(brisk::remote(noop));
     lat.push_back(us_since(t0));
   }
-  emit("e2e", "\"tasks\":" + std::to_string(n), summarize(lat), "us/task");
+  emit("e2e", {{"tasks", n}}, summarize(lat), "us/task");
 }
 
 void throughput(int n, int reps) {
@@ -95,8 +107,7 @@ void throughput(int n, int reps) {
     for (auto& ref : refs) brisk::get(ref);
     rates.push_back(n / (us_since(t0) * 1e-6));
   }
-  emit("throughput", "\"tasks\":" + std::to_string(n) + ",\"reps\":" + std::to_string(reps), summarize(rates),
-       "tasks/s");
+  emit("throughput", {{"tasks", n}, {"reps", reps}}, summarize(rates), "tasks/s");
 }
 
 void chain(int links, int reps) {
@@ -108,8 +119,7 @@ void chain(int links, int reps) {
     brisk::get(ref);
     per_link.push_back(us_since(t0) / links);
   }
-  emit("chain", "\"links\":" + std::to_string(links) + ",\"reps\":" + std::to_string(reps), summarize(per_link),
-       "us/link");
+  emit("chain", {{"links", links}, {"reps", reps}}, summarize(per_link), "us/link");
 }
 
 void fan_out(int tasks, int reps, int cores) {
@@ -124,8 +134,7 @@ void fan_out(int tasks, int reps, int cores) {
     if (total != tasks) std::fprintf(stderr, "fan-out: wrong sum %ld\n", total);
     eff.push_back((tasks * 1.0 / cores) / measured_ms);
   }
-  emit("fanout", "\"tasks\":" + std::to_string(tasks) + ",\"task_ms\":1,\"cores\":" + std::to_string(cores),
-       summarize(eff), "efficiency");
+  emit("fanout", {{"tasks", tasks}, {"task_ms", 1}, {"cores", cores}}, summarize(eff), "efficiency");
 }
 
 void floor_spin(int n) {
@@ -148,7 +157,7 @@ void floor_spin(int n) {
     rt.push_back(us_since(t0));
   }
   peer.join();
-  emit("floor_thread_spin", "\"round_trips\":" + std::to_string(n), summarize(rt), "us/round_trip");
+  emit("floor_thread_spin", {{"round_trips", n}}, summarize(rt), "us/round_trip");
 }
 
 void floor_condvar(int n) {
@@ -173,7 +182,7 @@ void floor_condvar(int n) {
     rt.push_back(us_since(t0));
   }
   peer.join();
-  emit("floor_thread_condvar", "\"round_trips\":" + std::to_string(n), summarize(rt), "us/round_trip");
+  emit("floor_thread_condvar", {{"round_trips", n}}, summarize(rt), "us/round_trip");
 }
 
 }  // namespace

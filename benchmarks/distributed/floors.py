@@ -47,6 +47,12 @@ def need(record, key, where):
     return float(value)
 
 
+def not_json(name):
+    """Python's json module reads NaN and Infinity, which are not JSON (a figure
+    with no value is null): refuse them, as jq and other readers do."""
+    raise ValueError(f"{name} is not JSON; a figure without a value is null")
+
+
 def size_label(n):
     return f"{n // MIB} MiB" if n % MIB == 0 else f"{n} B"
 
@@ -121,9 +127,11 @@ def read_file(path):
             continue
         where = f"{path}:{n}"
         try:
-            record = json.loads(line)
+            record = json.loads(line, parse_constant=not_json)
         except json.JSONDecodeError as e:
             raise BadInput(f"{where}: not a JSON line ({e.msg} at column {e.colno})")
+        except ValueError as e:
+            raise BadInput(f"{where}: not a JSON line ({e})")
         if not isinstance(record, dict):
             raise BadInput(f"{where}: a JSON line that is not an object")
         f, r = checks_of(record, where)

@@ -10,6 +10,8 @@
 // weights on rank 0. The template mode records the iteration once and instantiates
 // it; the untemplated mode submits its tasks one by one. Both must reach the same
 // weights bit for bit (checked).
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -175,13 +177,20 @@ int main(int argc, char** argv) {
       const auto t2 = Clock::now();
       finals.push_back(final_w);
       const double iters = shape.iterations - 1;
-      std::printf(
-          "{\"benchmark\":\"logistic_regression\",\"ranks\":%d,\"mode\":\"%s\",\"partitions\":%d,\"rows\":%d,"
-          "\"features\":%d,\"iterations\":%.0f,\"ms_per_iteration\":%.3f,\"driver_us_per_iteration\":%.1f,"
-          "\"tasks_per_iteration\":%d}\n",
-          ranks, templated ? "templates" : "no_templates", shape.partitions, shape.rows, shape.features, iters,
-          std::chrono::duration<double, std::milli>(t2 - t0).count() / iters,
-          std::chrono::duration<double, std::micro>(t1 - t0).count() / iters, shape.partitions + 1);
+      // Figures rounded (3 and 1 places); one that is not finite is null.
+      const auto fixed = [](double x, double scale) { return std::isfinite(x) ? std::round(x * scale) / scale : x; };
+      const nlohmann::ordered_json line = {
+          {"benchmark", "logistic_regression"},
+          {"ranks", ranks},
+          {"mode", templated ? "templates" : "no_templates"},
+          {"partitions", shape.partitions},
+          {"rows", shape.rows},
+          {"features", shape.features},
+          {"iterations", shape.iterations - 1},
+          {"ms_per_iteration", fixed(std::chrono::duration<double, std::milli>(t2 - t0).count() / iters, 1e3)},
+          {"driver_us_per_iteration", fixed(std::chrono::duration<double, std::micro>(t1 - t0).count() / iters, 1e1)},
+          {"tasks_per_iteration", shape.partitions + 1}};
+      std::printf("%s\n", line.dump().c_str());
     }
     if (finals.size() == 2 && finals[0] != finals[1]) {
       std::fprintf(stderr, "logistic_regression: the two modes reached different weights\n");

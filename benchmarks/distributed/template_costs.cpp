@@ -28,8 +28,11 @@
 //    (carry_templates, install of the same tasks), beside installing it afresh; with
 //    the lost rank's partitions spread over the survivors (the others stay), and
 //    with every partition placed again in blocks over the survivors.
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -43,6 +46,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using Vec = std::vector<double>;
+using Json = nlohmann::ordered_json;
+
+// `x` rounded to `decimals` places (NaN and infinities stay, and are written as null).
+double fixed(double x, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::isfinite(x) ? std::round(x * scale) / scale : x;
+}
+void print_line(const Json& line) { std::printf("%s\n", line.dump().c_str()); }
 
 void touch(brisk::DataTask&) {}
 BRISK_DATA_TASK(touch);
@@ -157,11 +168,14 @@ void adoption(int parts) {
     brisk::detail::DataPlaneStats adopted;
     const double adopt_us = controller_us(lost, *layout, parts, before.get(), map, &adopted);
     const double install_us = controller_us(lost, *layout, parts, nullptr, {}, nullptr);
-    std::printf(
-        "{\"benchmark\":\"template_adopt\",\"ranks\":\"%d -> %d\",\"tasks\":%d,\"layout\":\"%s\",\"tasks_moved\":%llu,"
-        "\"adopted\":%llu,\"controller_us\":%.1f,\"install_us\":%.1f}\n",
-        ranks, lost, 2 * parts, name, static_cast<unsigned long long>(adopted.adopted_tasks_moved),
-        static_cast<unsigned long long>(adopted.templates_adopted), adopt_us, install_us);
+    print_line({{"benchmark", "template_adopt"},
+                {"ranks", std::to_string(ranks) + " -> " + std::to_string(lost)},
+                {"tasks", 2 * parts},
+                {"layout", name},
+                {"tasks_moved", adopted.adopted_tasks_moved},
+                {"adopted", adopted.templates_adopted},
+                {"controller_us", fixed(adopt_us, 1)},
+                {"install_us", fixed(install_us, 1)}});
   }
 }
 
@@ -188,8 +202,7 @@ int main(int argc, char** argv) {
       sweep(a, b);
     };
     const bool templated = brisk::templates_enabled();
-    std::printf("{\"benchmark\":\"template_setup\",\"ranks\":%d,\"tasks\":%d,\"templates\":%s}\n", ranks,
-                2 * parts, templated ? "true" : "false");
+    print_line({{"benchmark", "template_setup"}, {"ranks", ranks}, {"tasks", 2 * parts}, {"templates", templated}});
 
     // Untemplated: the same block, task by task.
     {
@@ -202,11 +215,13 @@ int main(int argc, char** argv) {
       const auto t2 = Clock::now();
       const double n = 2.0 * parts * settings.reps;
       const auto after = brisk::data_stats();
-      std::printf(
-          "{\"benchmark\":\"untemplated\",\"ranks\":%d,\"tasks_per_block\":%d,\"blocks\":%d,"
-          "\"controller_us_per_task\":%.3f,\"end_to_end_tasks_per_s\":%.0f,\"copies_per_block\":%.1f}\n",
-          ranks, 2 * parts, settings.reps, seconds(t1 - t0) * 1e6 / n, n / seconds(t2 - t0),
-          static_cast<double>(after.copies - before.copies) / settings.reps);
+      print_line({{"benchmark", "untemplated"},
+                  {"ranks", ranks},
+                  {"tasks_per_block", 2 * parts},
+                  {"blocks", settings.reps},
+                  {"controller_us_per_task", fixed(seconds(t1 - t0) * 1e6 / n, 3)},
+                  {"end_to_end_tasks_per_s", fixed(n / seconds(t2 - t0), 0)},
+                  {"copies_per_block", fixed(static_cast<double>(after.copies - before.copies) / settings.reps, 1)}});
     }
     if (!templated) return 0;
 
@@ -220,11 +235,15 @@ int main(int argc, char** argv) {
     auto w1 = worker_stats();
     auto c1 = brisk::data_stats();
     const double tasks = 2.0 * parts;
-    std::printf(
-        "{\"benchmark\":\"template_install\",\"ranks\":%d,\"tasks\":%.0f,\"controller_us_per_task\":%.3f,"
-        "\"worker_us_per_command_max\":%.3f,\"nimbus_controller_us\":25,\"nimbus_worker_us\":24,\"floor_us\":5}\n",
-        ranks, tasks, static_cast<double>(c1.controller_install_ns - c0.controller_install_ns) / 1e3 / tasks,
-        max_per_item(w0, w1, 0, 1) / 1e3);
+    print_line({{"benchmark", "template_install"},
+                {"ranks", ranks},
+                {"tasks", 2 * parts},
+                {"controller_us_per_task",
+                 fixed(static_cast<double>(c1.controller_install_ns - c0.controller_install_ns) / 1e3 / tasks, 3)},
+                {"worker_us_per_command_max", fixed(max_per_item(w0, w1, 0, 1) / 1e3, 3)},
+                {"nimbus_controller_us", 25},
+                {"nimbus_worker_us", 24},
+                {"floor_us", 5}});
 
     // Instantiate, back to back.
     t.instantiate(1);  // warm: the patch keyed by this template itself is computed once
@@ -240,15 +259,19 @@ int main(int argc, char** argv) {
     c1 = brisk::data_stats();
     const double inst = settings.reps;
     const double controller_ns = static_cast<double>(c1.controller_instantiate_ns - c0.controller_instantiate_ns);
-    std::printf(
-        "{\"benchmark\":\"template_instantiate\",\"ranks\":%d,\"tasks\":%.0f,\"instantiations\":%d,"
-        "\"controller_us_per_instantiation\":%.2f,\"controller_tasks_per_s\":%.0f,"
-        "\"call_us_per_instantiation\":%.2f,\"worker_ns_per_command_max\":%.1f,\"end_to_end_tasks_per_s\":%.0f,"
-        "\"patches_reused\":%llu,\"validations_skipped\":%llu,\"nimbus_tasks_per_s\":500000,\"floor_tasks_per_s\":5000000}\n",
-        ranks, tasks, settings.reps, controller_ns / 1e3 / inst, tasks * inst / (controller_ns / 1e9),
-        seconds(s1 - s0) * 1e6 / inst, max_per_item(w0, w1, 2, 3), tasks * inst / seconds(s2 - s0),
-        static_cast<unsigned long long>(c1.patches_reused - c0.patches_reused),
-        static_cast<unsigned long long>(c1.validations_skipped - c0.validations_skipped));
+    print_line({{"benchmark", "template_instantiate"},
+                {"ranks", ranks},
+                {"tasks", 2 * parts},
+                {"instantiations", settings.reps},
+                {"controller_us_per_instantiation", fixed(controller_ns / 1e3 / inst, 2)},
+                {"controller_tasks_per_s", fixed(tasks * inst / (controller_ns / 1e9), 0)},
+                {"call_us_per_instantiation", fixed(seconds(s1 - s0) * 1e6 / inst, 2)},
+                {"worker_ns_per_command_max", fixed(max_per_item(w0, w1, 2, 3), 1)},
+                {"end_to_end_tasks_per_s", fixed(tasks * inst / seconds(s2 - s0), 0)},
+                {"patches_reused", c1.patches_reused - c0.patches_reused},
+                {"validations_skipped", c1.validations_skipped - c0.validations_skipped},
+                {"nimbus_tasks_per_s", 500000},
+                {"floor_tasks_per_s", 5000000}});
 
     // Edit: one task to the next rank and back, `edits` times, the edits travelling
     // together with the next flush or (each_sent) each flushed on its own by
@@ -258,7 +281,7 @@ int main(int argc, char** argv) {
     if (ranks > 1) {
       const std::uint32_t task = static_cast<std::uint32_t>(parts / 2);
       const int home = t.rank_of(task);
-      const auto edit = [&](const char* name, int edits, bool each_sent, const char* per_message, const char* extra) {
+      const auto edit = [&](const char* name, int edits, bool each_sent, const char* per_message, const Json& extra) {
         w0 = worker_stats();
         c0 = brisk::data_stats();
         for (int k = 0; k < edits; ++k) {
@@ -270,16 +293,20 @@ int main(int argc, char** argv) {
         brisk::data_sync();
         w1 = worker_stats();
         c1 = brisk::data_stats();
-        std::printf(
-            "{\"benchmark\":\"%s\",\"ranks\":%d,\"edits\":%d,\"controller_us_per_edit\":%.3f,"
-            "\"worker_us_per_edited_command_max\":%.3f,\"%s\":%.3f,"
-            "\"worker_ns_per_command_next_instantiation_max\":%.1f,%s\"floor_us\":10}\n",
-            name, ranks, edits, static_cast<double>(c1.controller_edit_ns - c0.controller_edit_ns) / 1e3 / edits,
-            max_per_item(w0, w1, 4, 5) / 1e3, per_message, max_per_item(w0, w1, 4, 7) / 1e3,
-            max_per_item(w0, w1, 2, 3), extra);
+        Json line = {{"benchmark", name},
+                     {"ranks", ranks},
+                     {"edits", edits},
+                     {"controller_us_per_edit",
+                      fixed(static_cast<double>(c1.controller_edit_ns - c0.controller_edit_ns) / 1e3 / edits, 3)},
+                     {"worker_us_per_edited_command_max", fixed(max_per_item(w0, w1, 4, 5) / 1e3, 3)},
+                     {per_message, fixed(max_per_item(w0, w1, 4, 7) / 1e3, 3)},
+                     {"worker_ns_per_command_next_instantiation_max", fixed(max_per_item(w0, w1, 2, 3), 1)}};
+        for (const auto& [key, value] : extra.items()) line[key] = value;
+        line["floor_us"] = 10;
+        print_line(line);
       };
-      edit("template_edit", 200, false, "worker_us_per_edit_message_max", "\"nimbus_us\":41,");
-      edit("template_edit_each_sent", 50, true, "worker_us_per_edit_max", "");
+      edit("template_edit", 200, false, "worker_us_per_edit_message_max", {{"nimbus_us", 41}});
+      edit("template_edit_each_sent", 50, true, "worker_us_per_edit_max", Json::object());
     }
     // Hop: a counter passed back and forth between ranks 0 and 1, one task per
     // pass, each reading the partition the other rank just wrote (one copy each).
@@ -299,8 +326,11 @@ int main(int argc, char** argv) {
       for (int k = 0; k < rounds; ++k) pass.instantiate(0);
       const double got = ball.fetch(0).at(0);
       const auto h1 = Clock::now();
-      std::printf("{\"benchmark\":\"data_hop\",\"ranks\":%d,\"hops\":%d,\"us_per_hop\":%.2f,\"check\":%.0f}\n", ranks,
-                  rounds * 100, seconds(h1 - h0) * 1e6 / (rounds * 100), got);
+      print_line({{"benchmark", "data_hop"},
+                  {"ranks", ranks},
+                  {"hops", rounds * 100},
+                  {"us_per_hop", fixed(seconds(h1 - h0) * 1e6 / (rounds * 100), 2)},
+                  {"check", fixed(got, 0)}});
     }
     adoption(parts);
     std::fflush(stdout);

@@ -89,9 +89,11 @@ for r in $(seq "$rounds"); do
 done
 
 # Per variant: median frame time; per round, the ratio to MPI's (median, quartiles).
-# The CG iteration counts must agree with MPI's in every round.
+# The CG iteration counts must agree with MPI's in every round. A figure with no
+# value (a time that was null, or a ratio to no time) is written as null.
 awk -v np="$np" -v grid="$grid" -v blocks="$blocks" -v max_cg="$max_cg" '
   function field(s, k,   m) { return match(s, "\"" k "\":[0-9.e+-]+") ? substr(s, RSTART + length(k) + 3, RLENGTH - length(k) - 3) + 0 : -1 }
+  function num(x, f) { return x == "" ? "null" : sprintf(f, x) }
   function isort(a, n,   i, j, t) { for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j + 1] = a[j]; a[j + 1] = t } }
   function q(a, n, f,   p, i) { p = f * (n - 1); i = int(p); return i + 1 < n ? a[i + 1] + (p - i) * (a[i + 2] - a[i + 1]) : a[n] }
   {
@@ -105,16 +107,18 @@ awk -v np="$np" -v grid="$grid" -v blocks="$blocks" -v max_cg="$max_cg" '
       v = order[k]; n = 0; m = 0
       for (r = 1; r <= rounds; r++) {
         if (!((v, r) in t)) continue
-        a[++n] = t[v, r]
+        if (t[v, r] >= 0) a[++n] = t[v, r]
         if (v != "mpi") {
           if (it[v, r] != it["mpi", r]) { printf "compare.sh: round %d: %s ran %d CG iterations, MPI %d\n", r, v, it[v, r], it["mpi", r] > "/dev/stderr"; bad = 1 }
-          if (t["mpi", r] > 0) b[++m] = t[v, r] / t["mpi", r]
+          if (t["mpi", r] > 0 && t[v, r] >= 0) b[++m] = t[v, r] / t["mpi", r]
         }
       }
-      isort(a, n); med[v] = q(a, n, 0.5)
+      isort(a, n); med[v] = n > 0 ? q(a, n, 0.5) : ""
       if (v == "mpi") continue
       isort(b, m)
-      printf "{\"name\":\"physbam_compare\",\"variant\":\"%s\",\"ranks\":%d,\"grid\":\"%s\",\"blocks\":\"%s\",\"max_cg\":%d,\"rounds\":%d,\"median_frame_seconds\":%.4f,\"mpi_median_frame_seconds\":%.4f,\"ratio_of_medians\":%.3f,\"paired_ratio_median\":%.3f,\"paired_ratio_q1\":%.3f,\"paired_ratio_q3\":%.3f}\n", v, np, grid, blocks, max_cg, m, med[v], med["mpi"], med[v] / med["mpi"], q(b, m, 0.5), q(b, m, 0.25), q(b, m, 0.75)
+      ratio = (med[v] != "" && med["mpi"] != "" && med["mpi"] > 0) ? med[v] / med["mpi"] : ""
+      p2 = m > 0 ? q(b, m, 0.5) : ""; p1 = m > 0 ? q(b, m, 0.25) : ""; p3 = m > 0 ? q(b, m, 0.75) : ""
+      printf "{\"name\":\"physbam_compare\",\"variant\":\"%s\",\"ranks\":%d,\"grid\":\"%s\",\"blocks\":\"%s\",\"max_cg\":%d,\"rounds\":%d,\"median_frame_seconds\":%s,\"mpi_median_frame_seconds\":%s,\"ratio_of_medians\":%s,\"paired_ratio_median\":%s,\"paired_ratio_q1\":%s,\"paired_ratio_q3\":%s}\n", v, np, grid, blocks, max_cg, m, num(med[v], "%.4f"), num(med["mpi"], "%.4f"), num(ratio, "%.3f"), num(p2, "%.3f"), num(p1, "%.3f"), num(p3, "%.3f")
     }
     exit bad
   }' "$out"

@@ -2,9 +2,11 @@
 // one-sided get bandwidth. One JSON line per result.
 //   mpirun -np 2 --bind-to core build/benchmarks/brisk_transport_pingpong
 #include <mpi.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -27,10 +29,18 @@ double p99(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, v.size() * 99 / 100)];
 }
-void emit(int rank, const char* name, const std::string& params, double med, double tail, const char* unit) {
-  if (rank == 0)
-    std::printf("{\"name\":\"%s\",\"params\":{%s},\"median\":%.4f,\"p99\":%.4f,\"unit\":\"%s\"}\n", name, params.c_str(),
-                med, tail, unit);
+// `x` to 4 decimal places (NaN and infinities stay, and are written as null).
+double fixed4(double x) { return std::isfinite(x) ? std::round(x * 1e4) / 1e4 : x; }
+// One JSON line (rank 0): name, parameters, median, p99, unit.
+void emit(int rank, const char* name, const nlohmann::ordered_json& params, double med, double tail, const char* unit) {
+  if (rank != 0) return;
+  nlohmann::ordered_json line;
+  line["name"] = name;
+  line["params"] = params;
+  line["median"] = fixed4(med);
+  line["p99"] = fixed4(tail);
+  line["unit"] = unit;
+  std::printf("%s\n", line.dump().c_str());
 }
 
 void raw_pingpong(int rank, int iters, std::size_t bytes) {
@@ -48,7 +58,7 @@ void raw_pingpong(int rank, int iters, std::size_t bytes) {
     }
     if (i >= 100) half.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / 2);
   }
-  emit(rank, "mpi_raw_pingpong", "\"bytes\":" + std::to_string(bytes), median(half), p99(half), "us/half_round_trip");
+  emit(rank, "mpi_raw_pingpong", {{"bytes", bytes}}, median(half), p99(half), "us/half_round_trip");
 }
 
 void transport_pingpong(brisk::Transport& t, const std::function<void()>& barrier, int iters, std::size_t bytes) {
@@ -73,7 +83,7 @@ void transport_pingpong(brisk::Transport& t, const std::function<void()>& barrie
   }
   for (int i = 0; i < 100; ++i) t.progress();
   barrier();
-  emit(rank, (std::string(t.name()) + "_transport_pingpong").c_str(), "\"bytes\":" + std::to_string(bytes), median(half), p99(half),
+  emit(rank, (std::string(t.name()) + "_transport_pingpong").c_str(), {{"bytes", bytes}}, median(half), p99(half),
        "us/half_round_trip");
 }
 
@@ -97,7 +107,7 @@ void raw_get(int rank, std::size_t bytes, int reps) {
   MPI_Barrier(MPI_COMM_WORLD);
   MPI_Win_unlock_all(win);
   MPI_Win_free(&win);
-  if (rank == 0) emit(rank, "mpi_raw_get", "\"bytes\":" + std::to_string(bytes), median(gbps), p99(gbps), "GB/s");
+  if (rank == 0) emit(rank, "mpi_raw_get", {{"bytes", bytes}}, median(gbps), p99(gbps), "GB/s");
 }
 
 void transport_get(brisk::Transport& t, const std::function<void()>& barrier, std::span<std::byte> win,
@@ -130,7 +140,7 @@ void transport_get(brisk::Transport& t, const std::function<void()>& barrier, st
     }
   }
   barrier();
-  if (rank == 0) emit(rank, (std::string(t.name()) + "_transport_get").c_str(), "\"bytes\":" + std::to_string(bytes), median(gbps), p99(gbps), "GB/s");
+  if (rank == 0) emit(rank, (std::string(t.name()) + "_transport_get").c_str(), {{"bytes", bytes}}, median(gbps), p99(gbps), "GB/s");
 }
 
 }  // namespace

@@ -40,9 +40,11 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -58,6 +60,14 @@
 namespace {
 
 namespace fs = std::filesystem;
+
+// `x` rounded to `decimals` places (NaN and infinities stay, and are written as null).
+double fixed(double x, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::isfinite(x) ? std::round(x * scale) / scale : x;
+}
+// One JSON line.
+void print_line(const nlohmann::ordered_json& line) { std::printf("%s\n", line.dump().c_str()); }
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -341,22 +351,29 @@ int main(int argc, char** argv) {
     std::map<std::string, double> med;
     for (const auto& [name, v] : times) {
       med[name] = median(v);
-      fmt::print("{{\"name\": \"ckpt_bandwidth/{}\", \"ranks\": {}, \"mib_per_rank\": {}, \"objects_per_rank\": {}, "
-                 "\"reps\": {}, \"median\": {:.4f}, \"p99\": {:.4f}, \"unit\": \"s\", \"gib_per_s\": {:.3f}}}\n",
-                 name, ranks, mib, objects, reps, med[name], *std::max_element(v.begin(), v.end()),
-                 total_gib / med[name]);
+      print_line({{"name", "ckpt_bandwidth/" + name},
+                  {"ranks", ranks},
+                  {"mib_per_rank", mib},
+                  {"objects_per_rank", objects},
+                  {"reps", reps},
+                  {"median", fixed(med[name], 4)},
+                  {"p99", fixed(*std::max_element(v.begin(), v.end()), 4)},
+                  {"unit", "s"},
+                  {"gib_per_s", fixed(total_gib / med[name], 3)}});
     }
     // The ways timed in this run against their raw counterparts (time ratios).
     for (const auto& [way, raw] : {std::pair{"checkpoint", "raw_collective"}, std::pair{"checkpoint", "raw_independent"},
                                    std::pair{"sharded", "raw_independent"}, std::pair{"restore", "raw_read"},
                                    std::pair{"restore_sharded", "raw_read"}}) {
       if (!med.count(way) || !med.count(raw)) continue;
-      fmt::print("{{\"name\": \"ckpt_bandwidth/{}_vs_{}\", \"ratio\": {:.3f}, \"unit\": \"time ratio\"}}\n", way, raw,
-                 med[way] / med[raw]);
+      print_line({{"name", fmt::format("ckpt_bandwidth/{}_vs_{}", way, raw)},
+                  {"ratio", fixed(med[way] / med[raw], 3)},
+                  {"unit", "time ratio"}});
     }
-    fmt::print("{{\"name\": \"ckpt_bandwidth/crc32c_one_rank\", \"mib\": {}, \"seconds\": {:.4f}, \"gib_per_s\": "
-               "{:.2f}}}\n",
-               mib, crc_s, static_cast<double>(bytes) / (1 << 30) / crc_s);
+    print_line({{"name", "ckpt_bandwidth/crc32c_one_rank"},
+                {"mib", mib},
+                {"seconds", fixed(crc_s, 4)},
+                {"gib_per_s", fixed(static_cast<double>(bytes) / (1 << 30) / crc_s, 2)}});
     if (failures > 0) fmt::print(stderr, "ckpt_bandwidth: {} writes failed\n", failures);
     fs::remove_all(dir);
   }

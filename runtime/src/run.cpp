@@ -664,10 +664,21 @@ int run_main(int argc, char** argv, std::function<int()> driver) {
       why = "the driver on rank 0 threw an unknown exception";
       std::fprintf(stderr, "brisk: %s (exit code %d)\n", why.c_str(), job_code);
     }
-    if (!options.timeline.empty() && node.events()) {
-      Status st = cluster ? cluster->write_timeline(options.timeline)
-                          : node.events()->write_chrome_trace(options.timeline, rank);
-      if (!st.ok()) std::fprintf(stderr, "brisk: rank %d: %s\n", rank, st.message().c_str());
+    if (!options.timeline.empty()) {
+      // A timeline that was asked for and not written fails the job (exit code 1 where
+      // the driver returned 0; the driver's own failure code stands), so that a script
+      // that goes on to read it is stopped here, with the reason.
+      Status st = !node.events()    ? failed_precondition("the event log is off (--brisk-events=off)")
+                  : cluster         ? cluster->write_timeline(options.timeline)
+                                    : node.events()->write_chrome_trace(options.timeline, rank);
+      if (!st.ok()) {
+        std::fprintf(stderr, "brisk: rank %d: the timeline (--brisk-timeline) was not written: %s\n", rank,
+                     st.message().c_str());
+        if (job_code == exit_code::kSuccess) {
+          job_code = exit_code::kDriverThrew;
+          why = fmt::format("the timeline (--brisk-timeline) was not written: {}", st.message());
+        }
+      }
     }
   }
   if (cluster) {

@@ -12,6 +12,7 @@ set -uo pipefail
 # Outputs are captured and searched with grep -q <<<"$out": under pipefail, `echo "$out" |
 # grep -q` fails when grep exits early and echo is cut off (SIGPIPE) on long outputs.
 prog=$1 scratch=$2 mpiexec=$3 transport=${4:-mpi} ckpt_tool=${5:-brisk-ckpt}
+launch=$(cd "$(dirname "$0")/../.." && pwd)/slurm/brisk-launch
 args=(--grid=20 --blocks=2 --frame-dt=0.08 --quiet --brisk-transport="$transport")
 run() {  # run RANKS ARGS...
   local n=$1; shift
@@ -20,18 +21,32 @@ run() {  # run RANKS ARGS...
 fail() { echo "physbam restart test FAILED: $*"; exit 1; }
 rm -rf "$scratch" && mkdir -p "$scratch"
 
-run 2 --frames=3 | grep '^frame ' > "$scratch/whole" || fail "the uninterrupted run printed no frames"
-[ "$(wc -l < "$scratch/whole")" -eq 3 ] || fail "expected 3 frames: $(cat "$scratch/whole")"
+# frames_of TEXT: its "frame ..." lines (none: empty).
+frames_of() { grep '^frame ' <<<"$1" || true; }
+# same_frames NAME GOT WANT: the frame lines GOT are WANT's, and there are some.
+same_frames() {
+  local name=$1 got=$2 want=$3
+  [ -n "$want" ] || fail "$name: no frames to compare with"
+  [ "$(wc -l <<<"$got")" -eq "$(wc -l <<<"$want")" ] && [ "$got" = "$want" ] ||
+    fail "$name: frames differ: got [$got], expected [$want]"
+}
 
-run 2 --frames=2 --checkpoint-frames=1 --brisk-checkpoint-dir="$scratch/ck" > "$scratch/first.log"
-grep -q "checkpoint 2 after frame 2" "$scratch/first.log" || fail "no checkpoint after frame 2: $(cat "$scratch/first.log")"
+out=$(run 2 --frames=3) || fail "the uninterrupted run exited with $?: $out"
+frames_of "$out" > "$scratch/whole"
+[ "$(wc -l < "$scratch/whole")" -eq 3 ] || fail "expected 3 frames from the uninterrupted run: $out"
+
+out=$(run 2 --frames=2 --checkpoint-frames=1 --brisk-checkpoint-dir="$scratch/ck") ||
+  fail "the checkpointing run exited with $?: $out"
+grep -q "checkpoint 2 after frame 2" <<<"$out" || fail "no checkpoint after frame 2: $out"
+same_frames "the checkpointing run" "$(frames_of "$out")" "$(sed -n 1,2p "$scratch/whole")"
 
 check() {  # check NAME RANKS ARGS...: frame 3 of a restarted run equals the whole run's
   local name=$1 n=$2; shift 2
   local out
-  out=$(run "$n" --frames=3 --brisk-checkpoint-dir="$scratch/ck" --brisk-restore=latest "$@")
+  out=$(run "$n" --frames=3 --brisk-checkpoint-dir="$scratch/ck" --brisk-restore=latest "$@") ||
+    fail "$name: the restarted run exited with $?: $out"
   grep -q "resuming at frame 3" <<<"$out" || fail "$name: no resume at frame 3: $out"
-  [ "$(echo "$out" | grep '^frame ')" = "$(sed -n 3p "$scratch/whole")" ] || fail "$name: $(echo "$out" | grep '^frame '), expected $(sed -n 3p "$scratch/whole")"
+  same_frames "$name" "$(frames_of "$out")" "$(sed -n 3p "$scratch/whole")"
   echo "$name: frame 3 as in the uninterrupted run"
 }
 check "same ranks" 2
@@ -39,32 +54,39 @@ check "3 ranks, no templates" 3 --brisk-templates=off
 check "1 rank" 1
 
 truncate -s 2000 "$scratch/ck/ckpt-000002.h5"
-out=$(run 2 --frames=3 --brisk-checkpoint-dir="$scratch/ck" --brisk-restore=latest)
+out=$(run 2 --frames=3 --brisk-checkpoint-dir="$scratch/ck" --brisk-restore=latest) ||
+  fail "the run restarted past a truncated checkpoint exited with $?: $out"
 grep -q "skipped checkpoint .*ckpt-000002.h5" <<<"$out" || fail "the truncated checkpoint was not reported: $out"
 grep -q "resuming at frame 2" <<<"$out" || fail "no resume at frame 2: $out"
-[ "$(echo "$out" | grep '^frame ')" = "$(sed -n 2,3p "$scratch/whole")" ] || fail "from checkpoint 1: $(echo "$out" | grep '^frame ')"
+same_frames "from checkpoint 1" "$(frames_of "$out")" "$(sed -n 2,3p "$scratch/whole")"
 echo "truncated newest checkpoint skipped, frames 2 and 3 as in the uninterrupted run"
 
 if [ "$transport" = ucx ]; then
   # A rank SIGKILLed at a seeded data task: the job runs through it (rolled back to the
   # last checkpoint, or to the start before the first one) and ends as the
   # uninterrupted run, templates on and off.
-  run 2 --frames=30 | grep '^frame ' | tail -1 > "$scratch/whole30"
+  out=$(run 2 --frames=30) || fail "the uninterrupted 30-frame run exited with $?: $out"
+  frames_of "$out" | tail -1 > "$scratch/whole30"
+  grep -q '^frame 30 ' "$scratch/whole30" || fail "the uninterrupted 30-frame run did not print frame 30: $out"
+  # Launched as a job that runs through a rank's death is: brisk-launch --keep-going
+  # (mpirun with recovery, whose own status is 0 whatever happened), which exits with
+  # the job's status from every surviving rank's report.
   killed() {  # killed NAME RANKS INJECTION ARGS...
-    local name=$1 n=$2 inject=$3; shift 3
+    local name=$1 n=$2 inject=$3 rc=0; shift 3
     rm -rf "$scratch/ck30"
-    out=$(BRISK_FAULT_INJECT=$inject timeout 120 "$mpiexec" --oversubscribe --bind-to none \
-          --enable-recovery --mca orte_abort_on_non_zero_status 0 -n "$n" "$prog" "${args[@]}" --frames=30 \
-          --brisk-checkpoint-dir="$scratch/ck30" "$@" 2>&1)
+    out=$(BRISK_FAULT_INJECT=$inject timeout 120 "$launch" --keep-going --np="$n" -- "$prog" "${args[@]}" --frames=30 \
+          --brisk-checkpoint-dir="$scratch/ck30" "$@" 2>&1 </dev/null) || rc=$?
     echo "$out" > "$scratch/killed-${n}ranks.log"  # kept for a look after a failure
+    [ "$rc" -eq 0 ] || fail "$name: the job ended with $rc: $(echo "$out" | grep -v '^frame' | tail -15)"
+    grep -q "^brisk-launch: exit status 0: rank 0: the driver returned 0; no report from (lost): rank 2$" <<<"$out" ||
+      fail "$name: not every rank but the killed one reported 0: $(echo "$out" | grep -v '^frame' | tail -15)"
     grep -q "rank 2: BRISK_FAULT_INJECT kills this rank now" <<<"$out" ||
       fail "$name: rank 2 was not killed by the injection: $(echo "$out" | grep -v '^frame' | tail -15)"
     grep -q "rank 2 was lost while the job used data objects; the job goes on without it" <<<"$out" ||
       fail "$name: no rollback: $(echo "$out" | grep -v '^frame' | tail -15)"
     grep -q "ranks $n (data on $((n - 1))), frames" <<<"$out" ||
       fail "$name: the driver did not run again with its data on the $((n - 1)) survivors: $(grep 'physbam_brisk: grid' <<<"$out")"
-    [ "$(echo "$out" | grep '^frame ' | tail -1)" = "$(cat "$scratch/whole30")" ] ||
-      fail "$name: $(echo "$out" | grep '^frame ' | tail -1), expected $(cat "$scratch/whole30")"
+    same_frames "$name: the last frame" "$(frames_of "$out" | tail -1)" "$(cat "$scratch/whole30")"
     # Blocks whose tasks do not depend on the rank count (the frame's end) are kept
     # and edited; those with per-rank reductions are recorded again.
     if [[ " $* " != *" --brisk-templates=off "* ]]; then

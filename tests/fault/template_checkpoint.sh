@@ -7,42 +7,57 @@
 # edited to run there.
 set -uo pipefail
 prog=$1 scratch=$2 mpiexec=$3 transport=${4:-mpi}
+launch=$(cd "$(dirname "$0")/../.." && pwd)/slurm/brisk-launch
 run() {  # run ARGS...
   timeout 120 "$mpiexec" --oversubscribe --bind-to none -n 2 "$prog" --iterations=12 --brisk-transport="$transport" "$@" 2>&1
 }
 fail() { echo "template checkpoint test FAILED: $*"; exit 1; }
+# The status of a job whose rank 0 SIGKILLed itself: mpirun's for a rank killed by
+# signal 9 (128 + 9); not timeout's 124, nor a clean or an error exit.
+killed_status=137
+# killed LOG ARGS...: a run that must die by SIGKILL; its output in LOG.
+killed_run() {
+  local log=$1 rc=0
+  shift
+  run "$@" > "$log" || rc=$?
+  [ "$rc" -eq "$killed_status" ] || fail "the killed run ($*) exited with $rc, wanted $killed_status: $(cat "$log")"
+}
 rm -rf "$scratch" && mkdir -p "$scratch"
 
-whole=$(run | grep '^checksum') || fail "the uninterrupted run printed no checksum"
+out=$(run) || fail "the uninterrupted run exited with $?: $out"
+whole=$(grep '^checksum' <<<"$out") || fail "the uninterrupted run printed no checksum: $out"
 # (grep -q reads a captured output: under pipefail, a writer cut off by grep's early
 # exit would fail the pipeline.)
-out=$(run --brisk-checkpoint-instantiations=3 --brisk-checkpoint-dir="$scratch/all")
+out=$(run --brisk-checkpoint-instantiations=3 --brisk-checkpoint-dir="$scratch/all") ||
+  fail "the checkpointed run exited with $?: $out"
 grep -q "^$whole" <<<"$out" || fail "checkpoints changed the result"
 [ "$(ls "$scratch/all" | grep -c '^ckpt-[0-9]*\.h5$')" -eq 3 ] || fail "expected the last 3 of 4 checkpoints: $(ls "$scratch/all")"
 
 for templates in on off; do
   dir="$scratch/killed-$templates"
-  run --die-after=7 --brisk-checkpoint-instantiations=3 --brisk-checkpoint-dir="$dir" --brisk-templates=$templates \
-      > "$scratch/killed.log"
+  killed_run "$scratch/killed.log" --die-after=7 --brisk-checkpoint-instantiations=3 --brisk-checkpoint-dir="$dir" \
+             --brisk-templates=$templates
   grep -q '^checksum' "$scratch/killed.log" && fail "the killed run finished"
-  out=$(run --brisk-checkpoint-dir="$dir" --brisk-restore=latest --brisk-templates=$templates)
+  out=$(run --brisk-checkpoint-dir="$dir" --brisk-restore=latest --brisk-templates=$templates) ||
+    fail "templates $templates: the restarted run exited with $?: $out"
   grep -q "resuming at iteration 5" <<<"$out" || fail "templates $templates: no resume at iteration 5: $out"
   grep -q "differs from the one in checkpoint" <<<"$out" && fail "templates $templates: the same block was reported different: $out"
   grep -q "^$whole" <<<"$out" || fail "templates $templates: $(echo "$out" | grep '^checksum'), expected $whole"
-  echo "templates $templates: killed after iteration 7, resumed at 5, $whole"
+  echo "templates $templates: killed after iteration 7 (exit $killed_status), resumed at 5 (exit 0), $whole"
 done
 # SIGUSR1 (as Slurm sends before a time limit) with --brisk-checkpoint-instantiations:
 # a checkpoint before the next instantiation, whatever the count.
 dir="$scratch/signalled"
-run --die-after=7 --signal-at=4 --brisk-checkpoint-instantiations=1000 --brisk-checkpoint-dir="$dir" > "$scratch/killed.log"
+killed_run "$scratch/killed.log" --die-after=7 --signal-at=4 --brisk-checkpoint-instantiations=1000 --brisk-checkpoint-dir="$dir"
 [ "$(ls "$dir" | grep -c '^ckpt-[0-9]*\.h5$')" -eq 1 ] || fail "expected one checkpoint after the signal: $(ls "$dir")"
-out=$(run --brisk-checkpoint-dir="$dir" --brisk-restore=latest)
+out=$(run --brisk-checkpoint-dir="$dir" --brisk-restore=latest) || fail "signalled: the restarted run exited with $?: $out"
 grep -q "resuming at iteration 4" <<<"$out" || fail "signalled: no resume at iteration 4: $out"
 grep -q "^$whole" <<<"$out" || fail "signalled: $(echo "$out" | grep '^checksum'), expected $whole"
 echo "SIGUSR1 before iteration 4: checkpointed there, resumed there, $whole"
 # A restart that records another block than the run that wrote the checkpoint (the
 # template definitions are in it) is told so.
-out=$(run --brisk-checkpoint-dir="$scratch/killed-on" --brisk-restore=latest --neighbour=2)
+out=$(run --brisk-checkpoint-dir="$scratch/killed-on" --brisk-restore=latest --neighbour=2) ||
+  fail "the restart with another block exited with $?: $out"
 grep -q "template 'step' differs from the one in checkpoint .*task 0 ('step') declares other partitions" <<<"$out" ||
   fail "a different block at the restart was not reported: $out"
 echo "another block at the restart: reported"
@@ -50,11 +65,16 @@ if [ "$transport" = ucx ]; then
   # Rank 2 of 3 SIGKILLed at its 15th data task (iteration 6): the job rolls back to
   # the last checkpoint on the 2 survivors, and the driver, run again, places its data
   # sets over those 2 (brisk::data_ranks()).
+  # Launched as a job that runs through a rank's death is: brisk-launch --keep-going
+  # (mpirun with recovery, whose own status is 0 whatever happened), which exits with
+  # the job's status from every surviving rank's report.
   killed() {  # killed INJECTION ARGS...: 3 ranks, rank 2 killed; sets out
     local inject=$1 rc=0; shift
-    out=$(BRISK_FAULT_INJECT=$inject timeout 120 "$mpiexec" --oversubscribe --bind-to none --enable-recovery \
-          --mca orte_abort_on_non_zero_status 0 -n 3 "$prog" --iterations=12 --brisk-transport=ucx "$@" 2>&1) || rc=$?
+    out=$(BRISK_FAULT_INJECT=$inject timeout 120 "$launch" --keep-going --np=3 -- "$prog" --iterations=12 \
+          --brisk-transport=ucx "$@" 2>&1 </dev/null) || rc=$?
     [ "$rc" -eq 0 ] || fail "$inject: the job ended with $rc: $out"
+    grep -q "^brisk-launch: exit status 0: rank 0: the driver returned 0; no report from (lost): rank 2$" <<<"$out" ||
+      fail "$inject: not every rank but the killed one reported 0: $out"
     grep -q "rank 2: BRISK_FAULT_INJECT kills this rank now" <<<"$out" || fail "$inject: rank 2 was not killed: $out"
     [ "$(grep -c "was lost while the job used data objects" <<<"$out")" -eq 1 ] ||
       fail "$inject: expected exactly one rollback: $out"

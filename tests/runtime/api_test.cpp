@@ -3,7 +3,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -45,6 +47,32 @@ int sleep_ms(int ms) {
   return ms;
 }
 BRISK_REMOTE(sleep_ms);
+
+// A task the test holds until it lets it go (held_finished tells whether it has
+// ended): so that "wait returned before the task finished" is an observed fact, not
+// a guess from a clock. A backstop of 60 s ends a task never let go, so that a wait
+// that wrongly waits for it fails instead of hanging.
+std::mutex g_hold_mutex;
+std::condition_variable g_hold_cv;
+bool g_held_released = false;
+std::atomic<bool> g_held_finished{false};
+int held(int value) {
+  std::unique_lock lock(g_hold_mutex);
+  g_hold_cv.wait_for(lock, std::chrono::seconds(60), [] { return g_held_released; });
+  g_held_finished = true;
+  return value;
+}
+BRISK_REMOTE(held);
+void hold_next() {
+  std::lock_guard lock(g_hold_mutex);
+  g_held_released = false;
+  g_held_finished = false;
+}
+void release_held() {
+  std::lock_guard lock(g_hold_mutex);
+  g_held_released = true;
+  g_hold_cv.notify_all();
+}
 
 // Dynamic task creation: fib submits its own children and gets them.
 long fib(int n) {
@@ -219,29 +247,36 @@ TEST_F(ApiTest, PutAndWait) {
   EXPECT_TRUE(p.ready());
   EXPECT_EQ(brisk::get(brisk::remote(sum_vector, p)), 6);
 
+  // wait(refs, 2) returns once two are ready, while the held one still runs.
+  hold_next();
   std::vector<brisk::Ref<int>> refs;
   refs.push_back(brisk::remote(sleep_ms, 1));
-  refs.push_back(brisk::remote(sleep_ms, 500));
+  refs.push_back(brisk::remote(held, 500));
   refs.push_back(brisk::remote(sleep_ms, 1));
-  auto t0 = std::chrono::steady_clock::now();
   auto [ready, not_ready] = brisk::wait(refs, 2);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(400));
+  EXPECT_FALSE(g_held_finished.load()) << "wait(refs, 2) waited for the third task";
+  release_held();
   ASSERT_EQ(ready.size(), 2u);
   ASSERT_EQ(not_ready.size(), 1u);
+  EXPECT_TRUE(not_ready[0] == refs[1]);
   EXPECT_EQ(brisk::get(not_ready[0]), 500);
 }
 
 TEST_F(ApiTest, WaitTimesOut) {
-  auto gate_never = brisk::remote(sleep_ms, 300);
-  std::vector<brisk::Ref<int>> refs{gate_never};
+  // The timeout ends the wait while the task still runs, and not before it is due.
+  hold_next();
+  auto never = brisk::remote(held, 300);
+  std::vector<brisk::Ref<int>> refs{never};
   auto t0 = std::chrono::steady_clock::now();
   auto res = brisk::wait(refs, 1, std::chrono::milliseconds(50));
   auto dt = std::chrono::steady_clock::now() - t0;
+  EXPECT_FALSE(g_held_finished.load()) << "the wait outlasted its timeout until the task finished";
   EXPECT_GE(dt, std::chrono::milliseconds(50));
-  EXPECT_LT(dt, std::chrono::milliseconds(250));
   EXPECT_TRUE(res.ready.empty());
   EXPECT_EQ(res.not_ready.size(), 1u);
   EXPECT_THROW(brisk::wait(refs, 2), brisk::Error);
+  release_held();
+  EXPECT_EQ(brisk::get(never), 300);
 }
 
 TEST_F(ApiTest, BlockedGetInsideTasksDoesNotStarveTheNode) {

@@ -36,7 +36,11 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a.rfind("--task-ms=", 0) == 0) g_task_ms = std::stoi(a.substr(10));
   }
-  return brisk::run(argc, argv, []() -> int {
+  // The merged timeline's origin (its first event) must lie between this and its writing.
+  const long long started = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                std::chrono::system_clock::now().time_since_epoch())
+                                .count();
+  return brisk::run(argc, argv, [started]() -> int {
     int code = 0;
     for (const auto& a : brisk::program_args()) {
       if (a.rfind("--exit=", 0) == 0) code = std::stoi(a.substr(7));
@@ -83,7 +87,7 @@ int main(int argc, char** argv) {
       const long long now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                 std::chrono::system_clock::now().time_since_epoch())
                                 .count();
-      const bool wall = origin > 0 && now - origin >= 0 && now - origin < 600'000'000'000LL;
+      const bool wall = started <= origin && origin <= now;
       std::printf("timeline rows %d of %d ranks, %d with a pid, %d tasks, %s\n", rows, brisk::size(), pids, tasks,
                   wall ? "on the wall clock" : "with no wall-clock origin");
     }

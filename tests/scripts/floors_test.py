@@ -118,6 +118,8 @@ def main():
             ("nokey.json", ["", {"benchmark": "spill", "ranks": 2}], "nokey.json:2: a 'spill' line has no 'efficiency'"),
             ("array.json", ["[1, 2]"], None),  # not an object, but not starting with '{': skipped
             ("list.json", ['{"benchmark": "spill", "efficiency": true}'], "list.json:1: 'efficiency' is True, not a number"),
+            ("nan.json", ['{"benchmark": "remote_e2e", "median": NaN}'], "nan.json:1: not a JSON line (NaN is not JSON"),
+            ("inf.json", ['{"benchmark": "spill", "efficiency": -Infinity}'], "inf.json:1: not a JSON line (-Infinity"),
         ]:
             path = write(d, name, lines)
             rc, out, err = run(good, path)

@@ -648,9 +648,9 @@ int drive() {
   }
   if (json) {
     const auto st = brisk::data_stats();
-    const std::string head = std::string("\"templates\":") + (templates ? "true," : "false,");
-    const std::string tail = "\"tasks_per_cg_iteration\":" + std::to_string(sim.tasks_per_cg_iteration()) +
-                             ",\"instantiations\":" + std::to_string(st.instantiations) + ",";
+    const nlohmann::ordered_json head = {{"templates", templates}};
+    const nlohmann::ordered_json tail = {{"tasks_per_cg_iteration", sim.tasks_per_cg_iteration()},
+                                         {"instantiations", st.instantiations}};
     std::printf("%s\n", pl::timing_json("physbam_brisk", head, brisk::size(), g, frame_seconds, substeps_total, cg_total,
                                         tail).c_str());
   }

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -59,29 +60,31 @@ Geometry make_geometry(const RunOptions& o) {
   }
 }
 
-std::string timing_json(const std::string& name, const std::string& head, int ranks, const Geometry& g,
+std::string timing_json(const std::string& name, const nlohmann::ordered_json& head, int ranks, const Geometry& g,
                         const std::vector<double>& frame_seconds, long long substeps, long long cg_iterations,
-                        const std::string& tail) {
+                        const nlohmann::ordered_json& tail) {
+  const auto seconds = [](double x) { return std::isfinite(x) ? std::round(x * 1e6) / 1e6 : x; };
   double total = 0;
   for (double x : frame_seconds) total += x;
   std::vector<double> sorted = frame_seconds;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-  std::string per_frame;
-  for (std::size_t i = 0; i < frame_seconds.size(); ++i) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%s%.6f", i ? "," : "", frame_seconds[i]);
-    per_frame += buf;
-  }
-  char buf[512];
-  std::snprintf(buf, sizeof buf,
-                "\"ranks\":%d,\"grid\":[%d,%d,%d],\"blocks\":[%d,%d,%d],\"frames\":%zu,\"seconds\":%.6f,"
-                "\"seconds_per_frame\":[",
-                ranks, g.nx(), g.ny(), g.nz(), g.blocks(0), g.blocks(1), g.blocks(2), frame_seconds.size(), total);
-  char end[256];
-  std::snprintf(end, sizeof end, "],\"median_frame_seconds\":%.6f,\"substeps\":%lld,\"cg_iterations\":%lld,", median,
-                substeps, cg_iterations);
-  return "{\"name\":\"" + name + "\"," + head + buf + per_frame + end + tail + "\"unit\":\"s\"}";
+  nlohmann::ordered_json line;
+  line["name"] = name;
+  for (const auto& [key, value] : head.items()) line[key] = value;
+  line["ranks"] = ranks;
+  line["grid"] = {g.nx(), g.ny(), g.nz()};
+  line["blocks"] = {g.blocks(0), g.blocks(1), g.blocks(2)};
+  line["frames"] = frame_seconds.size();
+  line["seconds"] = seconds(total);
+  line["seconds_per_frame"] = nlohmann::ordered_json::array();
+  for (double x : frame_seconds) line["seconds_per_frame"].push_back(seconds(x));
+  line["median_frame_seconds"] = seconds(median);
+  line["substeps"] = substeps;
+  line["cg_iterations"] = cg_iterations;
+  for (const auto& [key, value] : tail.items()) line[key] = value;
+  line["unit"] = "s";
+  return line.dump();
 }
 
 }  // namespace physbam_like

@@ -4,9 +4,11 @@
 //
 //   build/apps/physbam_like/physbam_kernel_timing --n=32 --reps=50
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -91,8 +93,13 @@ int main(int argc, char** argv) {
   std::printf("# %d^3 interior cells per block (%zu values per field with ghosts), %d repetitions\n", n, b.size(), reps);
   for (const auto& row : rows) {
     const Timing t = time_it(reps, row.f);
-    std::printf("{\"name\":\"physbam_kernel_%s\",\"cells\":%d,\"median\":%.1f,\"p99\":%.1f,\"unit\":\"us\"}\n",
-                row.name.c_str(), n * n * n, t.median_us, t.p99_us);
+    const auto us = [](double x) { return std::isfinite(x) ? std::round(x * 10) / 10 : x; };  // null if not finite
+    const nlohmann::ordered_json line = {{"name", "physbam_kernel_" + row.name},
+                                         {"cells", n * n * n},
+                                         {"median", us(t.median_us)},
+                                         {"p99", us(t.p99_us)},
+                                         {"unit", "us"}};
+    std::printf("%s\n", line.dump().c_str());
   }
   std::fprintf(stderr, "(checksum %g)\n", sink);
   return 0;

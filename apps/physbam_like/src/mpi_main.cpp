@@ -268,7 +268,9 @@ int run(int argc, char** argv) {
     }
   }
   if (rank == 0 && json) {
-    std::printf("%s\n", pl::timing_json("physbam_mpi", "", nranks, g, frame_seconds, substeps_total, cg_total, "").c_str());
+    const auto none = nlohmann::ordered_json::object();
+    std::printf("%s\n",
+                pl::timing_json("physbam_mpi", none, nranks, g, frame_seconds, substeps_total, cg_total, none).c_str());
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -52,13 +53,30 @@ brisk_rl::Progress progress_line(const std::string& name, const char* unit) {
   };
 }
 
+// `x` rounded to `decimals` places, for a JSON figure (nlohmann-json writes the
+// shortest form that reads back the same; NaN and infinities as null).
+double rounded(double x, int decimals) {
+  const double scale = std::pow(10.0, decimals);
+  return std::isfinite(x) ? std::round(x * scale) / scale : x;
+}
+
+// One JSON line per way. A figure with no value (no episode ended: no mean reward)
+// is null.
 void print_json(const WayResult& r, const ExperimentConfig& c, double speedup) {
-  std::printf(
-      "{\"name\":\"rl_%s\",\"ranks\":%d,\"envs\":%d,\"step_ms\":%g,\"sigma\":%g,\"steps\":%lld,\"seconds\":%.4f,"
-      "\"steps_per_s\":%.2f,\"speedup_vs_single\":%.3f,\"mean_episode_reward\":%.3f,\"episodes\":%zu}\n",
-      r.name.c_str(), brisk::size(), c.envs, r.name.rfind("search", 0) == 0 ? c.search_cost.mean_ms : c.cost.mean_ms,
-      r.name.rfind("search", 0) == 0 ? c.search_cost.sigma : c.cost.sigma, static_cast<long long>(r.steps), r.seconds,
-      r.steps_per_second(), speedup, mean(r.episode_rewards), r.episode_rewards.size());
+  const bool search = r.name.rfind("search", 0) == 0;
+  nlohmann::ordered_json line;
+  line["name"] = "rl_" + r.name;
+  line["ranks"] = brisk::size();
+  line["envs"] = c.envs;
+  line["step_ms"] = search ? c.search_cost.mean_ms : c.cost.mean_ms;
+  line["sigma"] = search ? c.search_cost.sigma : c.cost.sigma;
+  line["steps"] = static_cast<long long>(r.steps);
+  line["seconds"] = rounded(r.seconds, 4);
+  line["steps_per_s"] = rounded(r.steps_per_second(), 2);
+  line["speedup_vs_single"] = rounded(speedup, 3);
+  line["mean_episode_reward"] = rounded(mean(r.episode_rewards), 3);
+  line["episodes"] = r.episode_rewards.size();
+  std::printf("%s\n", line.dump().c_str());
 }
 
 int compare(const Args& a) {

@@ -2,6 +2,8 @@
 // shares, so that the drivers take the same options and print the same JSON.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <array>
 #include <string>
 #include <vector>
@@ -37,11 +39,12 @@ std::array<int, 3> parse_triple(const std::string& option, const std::string& te
 Geometry make_geometry(const RunOptions& o);
 
 // One JSON line (no newline) of a run's timings:
-//   {"name":NAME,HEAD"ranks":R,"grid":[..],"blocks":[..],"frames":F,"seconds":S,
-//    "seconds_per_frame":[..],"median_frame_seconds":M,"substeps":N,"cg_iterations":C,TAIL"unit":"s"}
-// HEAD and TAIL are extra `"key":value,` fields (empty or ending in a comma).
-std::string timing_json(const std::string& name, const std::string& head, int ranks, const Geometry& g,
+//   {"name":NAME,HEAD...,"ranks":R,"grid":[..],"blocks":[..],"frames":F,"seconds":S,
+//    "seconds_per_frame":[..],"median_frame_seconds":M,"substeps":N,"cg_iterations":C,TAIL...,"unit":"s"}
+// HEAD and TAIL are objects whose fields go there, in their order (empty: none).
+// Times are in seconds to 6 decimal places; one that is not finite is null.
+std::string timing_json(const std::string& name, const nlohmann::ordered_json& head, int ranks, const Geometry& g,
                         const std::vector<double>& frame_seconds, long long substeps, long long cg_iterations,
-                        const std::string& tail);
+                        const nlohmann::ordered_json& tail);
 
 }  // namespace physbam_like

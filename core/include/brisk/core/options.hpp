@@ -72,7 +72,8 @@ struct Options {
   // buffer); at least 1.
   std::size_t event_buffer = 1 << 16;
   // --brisk-timeline / BRISK_TIMELINE: write a Chrome trace to this path at exit;
-  // empty = none.
+  // empty = none. One that cannot be written (or with the event log off) is
+  // reported on stderr and turns the driver's exit code 0 into 1.
   std::string timeline;
   // --brisk-resources / BRISK_RESOURCES: node resources, e.g. "GPU:1,disk:2".
   // Overrides the detected CPU/GPU counts and adds custom resources.

@@ -21,7 +21,8 @@ int run_main(int argc, char** argv, std::function<int()> driver);
 namespace exit_code {
 inline constexpr int kSuccess = 0;
 // The driver threw: its own exception, or a task's failure that get rethrew
-// (TaskError).
+// (TaskError). Also where it returned 0 but the timeline that --brisk-timeline
+// asked for could not be written.
 inline constexpr int kDriverThrew = 1;
 // Bad input before any work: an unknown --brisk-* flag, a bad value of a flag or a
 // BRISK_* variable, a checkpoint that --brisk-restore cannot use.
