@@ -78,8 +78,11 @@ if [ "$transport" = ucx ]; then
           --brisk-checkpoint-dir="$scratch/ck30" "$@" 2>&1 </dev/null) || rc=$?
     echo "$out" > "$scratch/killed-${n}ranks.log"  # kept for a look after a failure
     [ "$rc" -eq 0 ] || fail "$name: the job ended with $rc: $(echo "$out" | grep -v '^frame' | tail -15)"
-    grep -q "^brisk-launch: exit status 0: rank 0: the driver returned 0; no report from (lost): rank 2$" <<<"$out" ||
-      fail "$name: not every rank but the killed one reported 0: $(echo "$out" | grep -v '^frame' | tail -15)"
+    # The ranks that reported nothing: the injection's victims ("kill-at-task:2:...,kill-at-task:3:...").
+    local victims
+    victims=$(tr ',' '\n' <<<"$inject" | cut -d: -f2 | sort -n | paste -sd, - | sed 's/,/, /g')
+    grep -qxF "brisk-launch: exit status 0: rank 0: the driver returned 0; no report from (lost): rank $victims" <<<"$out" ||
+      fail "$name: not every rank but the killed ones ($victims) reported 0: $(echo "$out" | grep -v '^frame' | tail -15)"
     grep -q "rank 2: BRISK_FAULT_INJECT kills this rank now" <<<"$out" ||
       fail "$name: rank 2 was not killed by the injection: $(echo "$out" | grep -v '^frame' | tail -15)"
     grep -q "rank 2 was lost while the job used data objects; the job goes on without it" <<<"$out" ||
