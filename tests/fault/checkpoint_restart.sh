@@ -6,23 +6,16 @@ set -uo pipefail
 prog=$1 scratch=$2 mpiexec=$3 transport=${4:-mpi}
 run() { timeout 60 "$mpiexec" --oversubscribe --bind-to none -n 2 "$prog" --brisk-transport="$transport" "$@" 2>&1; }
 fail() { echo "checkpoint restart test FAILED: $*"; exit 1; }
-# The status of a job whose rank 0 SIGKILLed itself: mpirun's for a rank killed by
-# signal 9 (128 + 9); not timeout's 124, nor a clean or an error exit.
-killed_status=137
-# killed LOG ARGS...: a run that must die by SIGKILL; its output in LOG.
-killed() {
-  local log=$1 rc=0
-  shift
-  run "$@" > "$log" || rc=$?
-  [ "$rc" -eq "$killed_status" ] || fail "the killed run ($*) exited with $rc, wanted $killed_status: $(cat "$log")"
-}
+# killed_status, killed_run LOG ARGS...
+# shellcheck source=tests/fault/restart_lib.sh
+source "$(dirname "$0")/restart_lib.sh"
 rm -rf "$scratch" && mkdir -p "$scratch"
 
 out=$(run --brisk-checkpoint-dir="$scratch/whole") || fail "the uninterrupted run exited with $?: $out"
 whole=$(grep "final sum" <<<"$out") || fail "the uninterrupted run printed no sum: $out"
 echo "uninterrupted: $whole"
 
-killed "$scratch/a.log" --brisk-checkpoint-dir="$scratch/a" --die-at=4
+killed_run "$scratch/a.log" --brisk-checkpoint-dir="$scratch/a" --die-at=4
 grep -q "dying after checkpoint 4" "$scratch/a.log" || fail "the first run did not die after checkpoint 4"
 grep -q "final sum" "$scratch/a.log" && fail "the first run finished"
 out=$(run --brisk-checkpoint-dir="$scratch/a" --brisk-restore=latest) || fail "the restarted run exited with $?: $out"
@@ -30,7 +23,7 @@ grep -q "resuming at step 4" <<<"$out" || fail "no resume at step 4: $out"
 [ "$(echo "$out" | grep "final sum")" = "$whole" ] || fail "restarted: $(echo "$out" | grep "final sum"), expected $whole"
 echo "killed (exit $killed_status) after checkpoint 4, restarted (exit 0): same sum"
 
-killed "$scratch/b.log" --brisk-checkpoint-dir="$scratch/b" --die-at=6
+killed_run "$scratch/b.log" --brisk-checkpoint-dir="$scratch/b" --die-at=6
 newest="$scratch/b/ckpt-000006.h5"
 [ -f "$newest" ] || fail "no $newest"
 truncate -s 1000 "$newest"

@@ -12,12 +12,12 @@ args=(--brisk-transport="$transport" --envs=4 --steps=400 --update-every=64 --st
       --learn-steps=0 --checkpoint-rounds=10 --brisk-checkpoint-dir="$scratch")
 run() { timeout 120 "$mpiexec" --oversubscribe --bind-to none -n 2 "$prog" "${args[@]}" "$@" 2>&1; }
 
-# Rank 0 SIGKILLs itself: mpirun's status for a rank killed by signal 9 (128 + 9),
-# not timeout's 124, nor a clean or an error exit.
-killed_status=137
-rc=0
-out=$(run --die-after-rounds=25) || rc=$?
-[ "$rc" -eq "$killed_status" ] || fail "the killed run exited with $rc, wanted $killed_status: $out"
+# killed_status, killed_run LOG ARGS...
+# shellcheck source=tests/fault/restart_lib.sh
+source "$(dirname "$0")/restart_lib.sh"
+# Rank 0 SIGKILLs itself.
+killed_run "$scratch/killed.log" --die-after-rounds=25
+out=$(cat "$scratch/killed.log")
 grep -q "bsp: killed after round 25" <<<"$out" || fail "rank 0 was not killed: $out"
 grep -q "rewards and parameters" <<<"$out" && fail "the killed run finished: $out"
 out=$(run --brisk-restore=latest) || fail "the restart failed: $out"

@@ -12,16 +12,9 @@ run() {  # run ARGS...
   timeout 120 "$mpiexec" --oversubscribe --bind-to none -n 2 "$prog" --iterations=12 --brisk-transport="$transport" "$@" 2>&1
 }
 fail() { echo "template checkpoint test FAILED: $*"; exit 1; }
-# The status of a job whose rank 0 SIGKILLed itself: mpirun's for a rank killed by
-# signal 9 (128 + 9); not timeout's 124, nor a clean or an error exit.
-killed_status=137
-# killed LOG ARGS...: a run that must die by SIGKILL; its output in LOG.
-killed_run() {
-  local log=$1 rc=0
-  shift
-  run "$@" > "$log" || rc=$?
-  [ "$rc" -eq "$killed_status" ] || fail "the killed run ($*) exited with $rc, wanted $killed_status: $(cat "$log")"
-}
+# killed_status, killed_run LOG ARGS...
+# shellcheck source=tests/fault/restart_lib.sh
+source "$(dirname "$0")/restart_lib.sh"
 rm -rf "$scratch" && mkdir -p "$scratch"
 
 out=$(run) || fail "the uninterrupted run exited with $?: $out"
