@@ -14,6 +14,9 @@
 //    that other ranks pull them one-sided) as std::vector and brisk::Array, made by
 //    tasks, by actor calls and by put on rank 0. Now and then the driver gets an
 //    earlier result before it goes on. At the end it gets every result.
+//  Some nodes also read anchors: large vectors made at the driver's start and kept to
+//  its end, so that the checkpoints hold the copies other ranks keep of them and a
+//  holder's death reads them back from there.
 //  - data step: a DataSet of partitions over brisk::data_ranks(), updated by a
 //    recorded execution template (two sweeps reading the neighbours) a few times,
 //    with checkpoints between instantiations; then every partition is fetched.
@@ -375,6 +378,7 @@ struct Settings {
   int nodes = 200;
   std::uint32_t work_min_us = 300, work_max_us = 4000;
   int parts = 6;
+  int anchors = 12;
   std::uint32_t big_min_words = 8200, big_max_words = 24000;  // 64.1-187.5 KiB
   bool quiet = false;
   // A fault at a fixed point instead of the runner's signal (regression tests): once
@@ -411,6 +415,7 @@ struct Node {
   NodeKind kind = NodeKind::kPlain;
   Spec spec;
   std::vector<int> inputs;  // earlier nodes
+  std::vector<int> anchors;  // anchors it reads too (after its large vector inputs)
   int actor = -1;
   bool get_after = false;  // the driver gets this node's result before it submits the next
 };
@@ -431,6 +436,10 @@ struct Step {
 
 struct Plan {
   std::uint32_t field_words = 0;
+  // Large vectors made at the driver's start and kept until its end: nodes of any
+  // graph step read them, and the checkpoints hold the copies that live on other
+  // ranks (a holder's death reads them back from there).
+  std::vector<Spec> anchors;
   std::vector<Step> steps;
 };
 
@@ -496,6 +505,20 @@ Plan make_plan(const Settings& s) {
     }
     plan.steps.push_back(std::move(st));
   }
+  // Drawn apart, so that the anchors leave the rest of the plan as it was.
+  Rng arng(mix(s.seed, 0xA11C0));
+  for (int a = 0; a < s.anchors; ++a) {
+    Spec sp;
+    sp.salt = arng.gen();
+    sp.work_us = arng.work(s);
+    sp.words = s.big_min_words + static_cast<std::uint32_t>(arng.below(s.big_max_words - s.big_min_words + 1));
+    plan.anchors.push_back(sp);
+  }
+  for (Step& st : plan.steps) {
+    for (Node& n : st.nodes) {
+      if (s.anchors > 0 && n.kind != NodeKind::kPut && arng.chance(0.12)) n.anchors.push_back(static_cast<int>(arng.below(s.anchors)));
+    }
+  }
   return plan;
 }
 
@@ -504,10 +527,14 @@ Plan make_plan(const Settings& s) {
 
 struct Expected {
   std::vector<u64> steps;
+  u64 anchors = 0;
 };
+
+u64 anchor_digest(const Spec& a) { return mix(fold(a, {}, {}, {}), a.words); }
 
 Expected expect(const Settings& s, const Plan& plan) {
   Expected e;
+  for (const Spec& a : plan.anchors) e.anchors = mix(e.anchors, anchor_digest(a));
   std::vector<Field> field(static_cast<std::size_t>(s.parts));
   for (int p = 0; p < s.parts; ++p) {
     Field& x = field[static_cast<std::size_t>(p)];
@@ -531,6 +558,7 @@ Expected expect(const Settings& s, const Plan& plan) {
       const Node& n = st.nodes[j];
       std::vector<u64> in[3];
       for (int i : n.inputs) in[static_cast<int>(type_of(st.nodes[static_cast<std::size_t>(i)].kind))].push_back(d[static_cast<std::size_t>(i)]);
+      for (int a : n.anchors) in[1].push_back(anchor_digest(plan.anchors[static_cast<std::size_t>(a)]));
       const u64 h = fold(n.spec, in[0], in[1], in[2]);
       switch (n.kind) {
         case NodeKind::kPlain: d[j] = h; break;
@@ -641,7 +669,7 @@ void kill_rank(int rank) {
   while (c && !c->rank_lost(brisk::Rank{rank})) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
-u64 run_graph(const Step& st, Failures& f, int kill = -1) {
+u64 run_graph(const Step& st, const std::vector<brisk::Ref<Words>>& anchors, Failures& f, int kill = -1) {
   std::vector<brisk::Actor<Accumulator>> actors;
   for (u64 seed : st.actor_seeds) {
     actors.push_back(brisk::actor<Accumulator>(brisk::ActorOptions{.name = "accumulator", .max_restarts = 1, .replay_calls = true}, seed));
@@ -674,6 +702,7 @@ u64 run_graph(const Step& st, Failures& f, int kill = -1) {
       if (auto* x = std::get_if<brisk::Ref<Words>>(&in)) b.push_back(*x);
       if (auto* x = std::get_if<brisk::Ref<ArrayWords>>(&in)) c.push_back(*x);
     }
+    for (int i : n.anchors) b.push_back(anchors[static_cast<std::size_t>(i)]);
     switch (n.kind) {
       case NodeKind::kPlain: refs.emplace_back(brisk::remote(plain, n.spec, a, b, c)); break;
       case NodeKind::kNested: refs.emplace_back(brisk::remote(nested, n.spec, a, b, c)); break;
@@ -749,6 +778,9 @@ int drive(const Settings& s) {
     for (std::size_t p = 0; p < P; ++p) brisk::data_task(relax).updates(field, p).reads(field, (p + 1) % P).submit();
     for (std::size_t p = 0; p < P; ++p) brisk::data_task(smooth).updates(field, p).reads(field, (p + P - 1) % P).submit();
   });
+  // Made again in every run of the driver (a rollback drops what the run before held).
+  std::vector<brisk::Ref<Words>> anchors;
+  for (const Spec& a : plan.anchors) anchors.push_back(brisk::remote(big, a, std::vector<u64>{}, std::vector<Words>{}, std::vector<ArrayWords>{}));
   if (!first_run) {
     print_json({{"chaos", "resume"}, {"step", at.step}, {"iter", at.iter}, {"data_ranks", brisk::data_ranks()}});
   }
@@ -775,7 +807,7 @@ int drive(const Settings& s) {
     } else {
       const bool kill_now = at.step == s.kill_at_step && !g_killed;
       if (kill_now) g_killed = true;
-      digest = run_graph(st, f, kill_now ? s.kill_rank : -1);
+      digest = run_graph(st, anchors, f, kill_now ? s.kill_rank : -1);
     }
     at.digests.push_back(digest);
     const bool right = digest == want.steps[static_cast<std::size_t>(at.step)];
@@ -805,6 +837,20 @@ int drive(const Settings& s) {
       brisk::checkpoint::save("chaos", next);
       brisk::checkpoint::now();
     }
+  }
+  // The anchors, read at last (lost ones count, as any result).
+  {
+    Failures f;
+    u64 h = 0;
+    for (std::size_t a = 0; a < anchors.size(); ++a) {
+      h = mix(h, read_node(AnyRef(anchors[a]), f, "anchor " + std::to_string(a) + ": "));
+    }
+    g_tally.steps += 1;
+    g_tally.wrong_steps += h != want.anchors;
+    g_tally.lost += f.lost;
+    g_tally.errors += f.errors;
+    g_tally.corrupt += f.corrupt;
+    if (g_tally.first_error.empty()) g_tally.first_error = f.first;
   }
   // A loss since the last data call rolls back here rather than after the result
   // line (brisk::run syncs the data plane when the driver returns).
@@ -895,6 +941,7 @@ std::optional<Settings> parse(const std::vector<std::string>& args, std::string&
   app.add_option("--steps", s.steps, "graph and data steps")->check(CLI::Range(1, 1000));
   app.add_option("--nodes", s.nodes, "nodes per graph step")->check(CLI::Range(1, 100000));
   app.add_option("--parts", s.parts, "partitions of the data set")->check(CLI::Range(1, 4096));
+  app.add_option("--anchors", s.anchors, "large vectors kept through the whole job")->check(CLI::Range(0, 10000));
   app.add_option("--work-us", work, "task body time, MIN-MAX microseconds (log-uniform)");
   app.add_flag("--quiet", s.quiet, "no line per step");
   app.add_option("--kill-rank", s.kill_rank, "kill this rank (not 0) once the results of --kill-at-step are complete")

@@ -6,13 +6,15 @@
 For each rank count and seed: a fault-free run of build/benchmarks/fault/brisk_chaos
 --seed=S gives the reference digest and duration; then a run of the same seed with a
 fault: a victim drawn among ranks 1..np-1 (never rank 0, the driver's), a moment drawn
-in [5 %, 90 %] of the reference run's duration after the program's start line, and
+in [5 %, 80 %] of the reference run's duration after the program's start line, and
 SIGKILL or SIGSTOP. The runner delivers the signal itself, to the pid that the program
 printed for that rank at its start: BRISK_FAULT_INJECT can only SIGKILL, and from the
 rank's own start (MPI and UCX set-up included, which vary more than the job), while a
 stopped rank is what a hung node looks like, and the runner must kill it at the end
 anyway (a stopped process cannot leave by itself). So the ranks must run on this
-machine (mpirun, not srun across nodes). The victim, moment and signal derive from
+machine (mpirun, not srun across nodes). A moment that comes after the run's result
+line (a fault run can be faster than its reference) delivers nothing: the run counts,
+its fault does not ("delivered": false). The victim, moment and signal derive from
 (seed, np, --runner-seed): a run can be repeated exactly with --seeds S --np N.
 
 Each run is classified: ok; wrong (a digest that differs from the fault-free run's or
@@ -420,7 +422,7 @@ def main(argv):
             rng = random.Random(f"{seed}:{np}:{a.runner_seed}")
             victim = rng.randrange(1, np)
             sig = rng.choice(a.signal_list)
-            moment = rng.uniform(0.05, 0.9) * reference["seconds"]
+            moment = rng.uniform(0.05, 0.8) * reference["seconds"]
             rec, text = run_once(a, np, seed, (victim, sig, moment))
             cls, why = classify(rec, reference)
             line = run_line(rec, cls, why, reference, "fault")
