@@ -59,14 +59,14 @@ ActorResults::Park ActorResults::park(detail::ObjectState* o, const ReplayPendin
 }
 
 bool ActorResults::take(ObjectId id, TaskId actor, std::uint32_t incarnation, detail::ObjectState* o,
-                        const std::function<bool(Rank)>& is_lost) {
+                        const std::function<bool(Rank)>& is_lost, bool under_way) {
   detail::ObjectState* drop = nullptr;
   {
     std::lock_guard lock(mutex_);
     auto it = entries_.find(id);
     if (it == entries_.end() || it->second.actor != actor || o == nullptr) return false;
     Entry& e = it->second;
-    if (e.state == State::kHeld && !is_lost(e.holder)) return false;  // its copy lives
+    if (e.state == State::kHeld && (!is_lost(e.holder) || under_way)) return false;  // its copy lives, or comes
     drop = std::exchange(e.parked, nullptr);
     e.state = State::kRebuilding;
     e.incarnation = incarnation;

@@ -1128,10 +1128,12 @@ ObjectState* Cluster::take_actor_result(ObjectId id, TaskId actor, std::uint32_t
   if (d && !d->proxy && o->residency() == Residency::kRemote) {
     std::lock_guard lock(d->mutex);
     // The rebuild's replay may run before its rank counts as lost (on_rank_lost
-    // rebuilds actors first): a loss being handled counts.
-    take = !d->lost && actor_results_.take(id, actor, incarnation, o, [this](Rank r) {
+    // rebuilds actors first): a loss being handled counts. A relocation under way
+    // that the object did not wait in ActorResults for is a checkpoint's read-back.
+    const auto seen = [this](Rank r) {
       return r.value >= 0 && r.value < size_ && lost_seen_[static_cast<std::size_t>(r.value)].load(std::memory_order_acquire);
-    });
+    };
+    take = !d->lost && actor_results_.take(id, actor, incarnation, o, seen, d->relocating);
     if (take) d->relocating = true;  // pulls wait for the new copy (relocated())
   }
   if (!take) {

@@ -68,6 +68,8 @@ TEST_F(ActorResultsTest, TheReplayTakesResultsNobodyReadYet) {
   ObjectState* live = make(2);
   results.held(dead->id(), kActor, 0, kHolder);
   results.held(live->id(), kActor, 0, Rank{3});
+  // A read-back from a checkpoint under way: left to it.
+  EXPECT_FALSE(results.take(dead->id(), kActor, 1, dead, Lost{{2}}, /*under_way=*/true));
   EXPECT_TRUE(results.take(dead->id(), kActor, 1, dead, Lost{{2}}));
   EXPECT_FALSE(results.take(live->id(), kActor, 1, live, Lost{{2}}));
   EXPECT_FALSE(results.take(dead->id(), TaskId{{9, 9}}, 1, dead, Lost{{2}}));  // another actor's replay

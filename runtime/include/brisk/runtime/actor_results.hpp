@@ -66,10 +66,11 @@ class ActorResults {
 
   // The replay of `actor` for build `incarnation` reaches the call whose result is
   // `o` (alive; the caller holds a reference). True when it must be made again (it
-  // waited, or its holder is dead per `is_lost`): from now on it is being made again,
+  // waited, or its holder is dead per `is_lost` and no other relocation, such as a
+  // read-back from a checkpoint, is `under_way`): from now on it is being made again,
   // and a parked reference is dropped (the caller's keeps it alive).
   bool take(ObjectId id, TaskId actor, std::uint32_t incarnation, detail::ObjectState* o,
-            const std::function<bool(Rank)>& is_lost);
+            const std::function<bool(Rank)>& is_lost, bool under_way = false);
   // The replay of `actor` was submitted, or will not come: the objects still parked
   // for it, with their references, to be declared lost. No longer tracked.
   std::vector<detail::ObjectState*> replay_done(TaskId actor);
