@@ -74,6 +74,8 @@ def parse_args(argv):
                    help="--brisk-failure-timeout-ms for the runs (default 2000)")
     p.add_argument("--runner-seed", type=int, default=0, help="varies the victims, moments and signals (default 0)")
     p.add_argument("--no-fault", action="store_true", help="fault-free runs only (the references)")
+    p.add_argument("--no-stacks", dest="stacks", action="store_false",
+                   help="do not keep the ranks' stacks (gdb) in the log of a hung run")
     p.add_argument("--logs", help="keep every run's output in this folder (default: only failing runs' tails, on stderr)")
     p.add_argument("--out", help="also append the JSON lines to this file")
     p.add_argument("program_args", nargs="*", help="after --: more arguments for brisk_chaos (e.g. --nodes=80)")
@@ -210,6 +212,23 @@ class Job:
             except OSError:
                 pass
 
+    def add_stacks(self, pids):
+        """Appends each live rank's threads' stacks (gdb), for a run about to be killed."""
+        gdb = shutil.which("gdb")
+        if not gdb:
+            return
+        for rank, pid in enumerate(pids):
+            if not alive(pid):
+                continue
+            try:
+                out = subprocess.run([gdb, "-p", str(pid), "-batch", "-ex", "thread apply all bt"], capture_output=True,
+                                     text=True, errors="replace", timeout=60, stdin=subprocess.DEVNULL).stdout
+            except (subprocess.TimeoutExpired, OSError) as e:
+                out = f"gdb failed: {e}"
+            with self.cond:
+                for line in out.splitlines():
+                    self.lines.append((self.now(), f"gdb rank {rank}", line))
+
     def text(self):
         with self.cond:
             return "\n".join(f"{t:9.3f} {s} {x}" for t, s, x in self.lines)
@@ -267,6 +286,8 @@ def run_once(a, np, seed, fault=None):
     finally:
         if job.proc.poll() is None:
             hung = True
+            if a.stacks:
+                job.add_stacks(pids)
             job.kill_all(pids)
         try:
             job.proc.wait(timeout=10)
@@ -362,7 +383,8 @@ def keep_log(a, rec, kind, text, cls):
         with open(os.path.join(a.logs, name), "w") as f:
             f.write(text + "\n")
     if cls != "ok":
-        tail = "\n".join(text.splitlines()[-60:])
+        tail = "\n".join(l for l in text.splitlines() if " gdb rank " not in l)
+        tail = "\n".join(tail.splitlines()[-60:])
         print(f"--- {name} ({cls}), last lines:\n{tail}\n---", file=sys.stderr, flush=True)
 
 
