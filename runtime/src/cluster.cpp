@@ -36,6 +36,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Whether the creator will replay an actor's calls made for that build (ActorResults).
+bool replay_pending(TaskId actor, std::uint32_t incarnation) { return detail::actor_replay_pending(actor, incarnation); }
+
 // A message to a rank goes out at once unless kBurstSends messages already went to
 // that rank within the current kBurstWindow: then it joins a batch that the next
 // poll or the progress thread flushes (or that goes at kBatchBytes). Isolated and
@@ -312,6 +315,13 @@ void Cluster::on_rank_lost(Rank peer, const Status& why, bool announce) {
   detail::actors_rank_lost(peer.value);
   lost_[static_cast<std::size_t>(peer.value)].store(true, std::memory_order_release);
   any_lost_.store(true, std::memory_order_release);
+  // Actor results whose pull from it failed before the loss was known: they wait for
+  // their actor's replay, or are lost.
+  for (ObjectState* o : actor_results_.rank_lost(peer, replay_pending)) {
+    relocated(o, std::nullopt, lost_error(o, fmt::format("its only copy was on rank {}, which died, and its actor is "
+                                                         "not rebuilt with its calls replayed", peer.value)));
+    o->release();
+  }
   // A rank declared dead may only be hung: transfers from it must not wait on it.
   transport_.disconnect(peer);
   // Found here (the transport failed): every other rank learns it now, not only when
@@ -417,13 +427,17 @@ void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
 
 void Cluster::fail_pending_on(Rank peer) {
   std::vector<std::pair<TaskId, Pending>> lost, replay;
-  std::vector<ObjectState*> replayed_calls;
+  std::vector<ObjectState*> replayed_calls, rebuilt_calls;
   {
     std::lock_guard lock(pending_mutex_);
     for (auto it = pending_.begin(); it != pending_.end();) {
       const bool there = it->second.lineage.executor == peer;
       if (!there && !it->second.placed_elsewhere) {
         ++it;
+      } else if (there && it->second.actor_replay && it->second.rebuild) {
+        // A replayed call making a result again died with its new rank too.
+        rebuilt_calls.push_back(it->second.result);
+        it = pending_.erase(it);
       } else if (there && it->second.actor_replay &&
                  detail::actor_replays(it->second.actor, it->second.actor_incarnation)) {
         // The rebuilt actor runs the call again and completes its result.
@@ -447,6 +461,11 @@ void Cluster::fail_pending_on(Rank peer) {
     awaited_.store(pending_.size(), std::memory_order_relaxed);
   }
   for (ObjectState* o : replayed_calls) o->release();
+  for (ObjectState* o : rebuilt_calls) {
+    if (actor_results_.rebuild_lost(o, replay_pending)) continue;  // the next rebuild's replay makes it
+    relocated(o, std::nullopt, lost_error(o, fmt::format("rank {}, which was making it again, was lost", peer.value)));
+    o->release();
+  }
   tasks_replayed_.fetch_add(replay.size(), std::memory_order_relaxed);
   for (auto& [id, p] : replay) reship(p.task, p.result, p.rebuild);
   for (auto& [id, p] : lost) {
@@ -1098,7 +1117,46 @@ void Cluster::run_here(TaskBase* task) noexcept {
   }
 }
 
-void Cluster::send_actor_call(TaskBase* task, Rank to) noexcept { ship(task, to, false); }
+void Cluster::send_actor_call(TaskBase* task, Rank to) noexcept {
+  const detail::ActorCall* call = task->actor_call();
+  ship(task, to, false, call && call->rebuild);
+}
+
+ObjectState* Cluster::take_actor_result(ObjectId id, TaskId actor, std::uint32_t incarnation) noexcept {
+  ObjectState* o = shared_object_ref(id);
+  DistInfo* d = o ? o->dist() : nullptr;
+  bool take = false;
+  if (d && !d->proxy && o->residency() == Residency::kRemote) {
+    std::lock_guard lock(d->mutex);
+    // The rebuild's replay may run before its rank counts as lost (on_rank_lost
+    // rebuilds actors first): a loss being handled counts. A relocation under way
+    // that the object did not wait in ActorResults for is a checkpoint's read-back.
+    const auto seen = [this](Rank r) {
+      return r.value >= 0 && r.value < size_ && lost_seen_[static_cast<std::size_t>(r.value)].load(std::memory_order_acquire);
+    };
+    take = !d->lost && actor_results_.take(id, actor, incarnation, o, seen, d->relocating);
+    if (take) d->relocating = true;  // pulls wait for the new copy (relocated())
+  }
+  if (!take) {
+    if (o) o->release();
+    return nullptr;
+  }
+  objects_rebuilt_.fetch_add(1, std::memory_order_relaxed);
+  return o;
+}
+
+void Cluster::actor_replay_done(TaskId actor) noexcept {
+  for (ObjectState* o : actor_results_.replay_done(actor)) {
+    relocated(o, std::nullopt,
+              lost_error(o, "its only copy died with its actor's rank, and the rebuilt actor's replay did not make it again"));
+    o->release();
+  }
+}
+
+void Cluster::actor_result_lost(ObjectState* o, const std::string& why) noexcept {
+  actor_results_.forget(o->id());
+  relocated(o, std::nullopt, lost_error(o, why));
+}
 
 void Cluster::block_begin() noexcept { local_.block_begin(); }
 void Cluster::block_end() noexcept { local_.block_end(); }
@@ -1573,8 +1631,14 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
           d.holders.push_back(holder);
           if (!p.rebuild) d.copy = copy;
         }
-        // Findable by id: a checkpoint that holds its copy names it (apply_saved).
+        // Findable by id: a checkpoint that holds its copy names it (apply_saved), an
+        // actor's replay makes it again (take_actor_result).
         if (keep_specs_ && holder != self_.value) remember(o);
+        if (p.actor_replay && holder != self_.value) {
+          actor_results_.held(o->id(), p.actor, p.actor_incarnation, Rank{holder});
+        } else if (p.actor_replay) {
+          actor_results_.forget(o->id());
+        }
         if (holder != self_.value) std::swap(keep, p.task);
         if (p.rebuild) {
           relocated(o, copy, nullptr);
@@ -2123,6 +2187,15 @@ void Cluster::relocate(ObjectState* o) noexcept {
   }
   TaskBase* task = take_lineage(o->id());
   if (!task) {
+    // A logged actor call's result: the rebuilt actor's replay makes it again.
+    switch (actor_results_.park(o, replay_pending, rank_lost(holder))) {
+      case ActorResults::Park::kWaiting:
+      case ActorResults::Park::kUnderWay:
+        return;  // relocated() answers once the replayed call's result comes
+      case ActorResults::Park::kLost:
+      case ActorResults::Park::kNotTracked:
+        break;
+    }
     relocated(o, std::nullopt,
               lost_error(o, fmt::format("its only copy was on rank {}, which died, and it has no lineage to make it again "
                                         "(made by put, made on mpi, or its lineage was dropped past --brisk-lineage-bytes) "
@@ -2542,6 +2615,7 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
   if (keep_specs_ && !d->proxy) {
     delete take_lineage(id);  // releases its arguments (no lock held)
     take_saved(id);
+    actor_results_.forget(id);
   }
 }
 

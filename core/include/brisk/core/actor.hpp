@@ -108,9 +108,11 @@ struct ActorLog;
 // numbers 0..count-1 of the new build.
 struct ActorLogEntry : WaiterNode {
   // Submits the call again as call `seq` of build `incarnation` on `rank`, its result
-  // into `into` (the original call's, not complete yet) or into a new object.
-  std::function<void(ObjectState* into, std::uint32_t incarnation, std::uint64_t seq, int rank)> replay;
+  // into `into` (the original call's, not complete yet; or, with `rebuild`, complete
+  // and to be made again: ActorCall::rebuild) or into a new object.
+  std::function<void(ObjectState* into, std::uint32_t incarnation, std::uint64_t seq, int rank, bool rebuild)> replay;
   ObjectState* original = nullptr;  // a reference until the original completes (log mutex)
+  ObjectId id;                      // the original's
   ActorLog* log = nullptr;
   std::shared_ptr<ActorLog> keep;  // at the job's end, for an entry left registered with its object
 };
@@ -129,6 +131,10 @@ void register_actor_log(TaskId id, std::shared_ptr<ActorLog> log, std::shared_pt
 // so replays (or, if the rebuild failed, fails) the logged calls made for it: the
 // results of such calls lost with the actor's rank are left to that.
 bool actor_replays(TaskId id, std::uint32_t incarnation) noexcept;
+// Whether this rank will replay the logged calls made for build `incarnation`: a
+// rebuild after it was started and its replay has not been submitted yet (nor will
+// it fail to come: no restarts left, a failed rebuild).
+bool actor_replay_pending(TaskId id, std::uint32_t incarnation) noexcept;
 // The runtime's notices: a rank died; an actor was rebuilt elsewhere (from its creator).
 void actors_rank_lost(int rank) noexcept;
 void actor_moved(TaskId id, int rank, std::uint32_t incarnation) noexcept;
@@ -322,7 +328,7 @@ class Actor {
       auto entry = std::make_unique<detail::ActorLogEntry>();
       entry->replay = [options = options_, self = self_, caller = caller_->id, invoker,
                        ... kept = std::decay_t<A>(args)](detail::ObjectState* into, std::uint32_t incarnation,
-                                                         std::uint64_t seq, int rank) {
+                                                         std::uint64_t seq, int rank, bool rebuild) {
         auto again = std::make_unique<detail::ActorCall>();
         again->actor = self.id;
         again->caller = caller;
@@ -330,6 +336,7 @@ class Actor {
         again->seq = seq;
         again->rank = rank;
         again->logged = true;
+        again->rebuild = rebuild;
         detail::ActorSelf at = self;
         at.rank = rank;
         detail::submit_into(static_cast<detail::TypedObject<detail::stored_t<R>>*>(into), options, std::move(again),

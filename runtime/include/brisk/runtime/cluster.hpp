@@ -45,6 +45,7 @@
 #include "brisk/core/event_log.hpp"
 #include "brisk/core/frame.hpp"
 #include "brisk/core/transport.hpp"
+#include "brisk/runtime/actor_results.hpp"
 #include "brisk/runtime/arena.hpp"
 #include "brisk/runtime/node_arena.hpp"
 #include "brisk/scheduler/control_state.hpp"
@@ -184,6 +185,9 @@ class Cluster final : public detail::Executor,
   void send_actor_call(detail::TaskBase* task, Rank to) noexcept override;
   bool rank_lost(Rank rank) const noexcept override;
   void announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarnation) noexcept override;
+  detail::ObjectState* take_actor_result(ObjectId id, TaskId actor, std::uint32_t incarnation) noexcept override;
+  void actor_replay_done(TaskId actor) noexcept override;
+  void actor_result_lost(detail::ObjectState* object, const std::string& why) noexcept override;
 
   // --- the end of the job ---
   // Rank 0: tells every live rank the driver's exit code. `blocked`: a live rank's
@@ -583,6 +587,9 @@ class Cluster final : public detail::Executor,
   std::unordered_map<ObjectId, Lineage> lineage_;
   std::map<std::uint64_t, ObjectId> lineage_fifo_;  // by `order`
   std::uint64_t lineage_bytes_ = 0, lineage_order_ = 0;
+  // Results of logged actor calls held on other ranks: made again by the actor's
+  // replay, not by lineage, when their holder dies.
+  ActorResults actor_results_;
   std::mutex replayed_mutex_;
   std::unordered_set<TaskId> replayed_;  // results of these may come twice: the second is dropped
   mutable std::mutex saved_mutex_;

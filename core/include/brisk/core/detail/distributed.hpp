@@ -165,6 +165,21 @@ class Distributed {
   virtual bool rank_lost(Rank rank) const noexcept = 0;
   // Tells every other live rank that an actor was rebuilt on `rank` (actor.cpp).
   virtual void announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarnation) noexcept = 0;
+  // Actor call replay, on the creator's rank (actor.cpp): the result `id` of a
+  // logged call on `actor`, complete already. When its only copy died with its
+  // holder, returns it (a reference taken) marked as being made again, and the
+  // replay for build `incarnation` submits the call as a rebuild of it
+  // (ActorCall::rebuild); nullptr when nothing needs making (gone, here, or its
+  // copy lives).
+  virtual ObjectState* take_actor_result(ObjectId id, TaskId actor, std::uint32_t incarnation) noexcept {
+    (void)id, (void)actor, (void)incarnation;
+    return nullptr;
+  }
+  // The replay of `actor`'s calls was submitted, or will not come: results that
+  // waited for it and were not taken are lost.
+  virtual void actor_replay_done(TaskId actor) noexcept { (void)actor; }
+  // A result that take_actor_result handed out could not be made again.
+  virtual void actor_result_lost(ObjectState* object, const std::string& why) noexcept { (void)object, (void)why; }
   // brisk::timeline on rank 0: one trace with every rank's events.
   virtual Status write_timeline(const std::string& path) = 0;
 };

@@ -53,6 +53,11 @@ struct ActorCall {
   ObjectState* creation = nullptr;
   bool dispatched = false;  // the mailbox handed it to the executor
   bool logged = false;      // in its actor's call log (replay_calls): a rebuild runs it again
+  // A replayed call whose result is complete already and whose only copy died with
+  // its holder: this run gives the result a new copy instead of completing it (as a
+  // lineage rebuild does). It always goes through the Distributed layer, even to
+  // an actor on this rank, so that its result comes back as a result.
+  bool rebuild = false;
   ~ActorCall();
 };
 
