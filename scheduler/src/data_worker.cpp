@@ -385,13 +385,13 @@ void DataWorker::on_dataset(Reader& r) {
 }
 
 DataWorker::Instance* DataWorker::instance(const detail::DataAccess& a) {
-  auto& slot = instances_[instance_key(a)];
-  if (!slot) {
-    auto it = datasets_.find(a.dataset);
-    if (it == datasets_.end()) throw Error(fmt::format("a command names data set {}, unknown on rank {}", a.dataset, rank_));
-    slot = std::make_unique<Instance>(it->second.type);
-  }
-  return slot.get();
+  const std::uint64_t key = instance_key(a);
+  if (auto in = instances_.find(key); in != instances_.end()) return in->second.get();
+  // Checked before the table has an entry for it: a malformed command leaves no empty
+  // slot behind (release_values, say, takes every entry for an instance).
+  auto it = datasets_.find(a.dataset);
+  if (it == datasets_.end()) throw Error(fmt::format("a command names data set {}, unknown on rank {}", a.dataset, rank_));
+  return instances_.emplace(key, std::make_unique<Instance>(it->second.type)).first->second.get();
 }
 
 std::shared_ptr<DataWorker::Entry> DataWorker::make_entry(DataCommand cmd) {

@@ -1121,6 +1121,26 @@ TEST(DataPlaneOrderTest, ReadyComputesRunInProgramOrder) {
 // A copy handed over in a buffer that is reused right after the call (a transport's
 // receive buffer) is read before post_view returns: in place when its recv waits for
 // it, kept as a copy when it comes first.
+// A command naming an unknown data set is dropped whole: it leaves no empty entry in
+// the worker's table of partitions, which a rollback's cancel walks to free them
+// (found by tests/fuzz/data_fuzzer: the walk dereferenced the empty entry).
+TEST_F(DataWorkerMalformedTest, ACommandNamingAnUnknownDataSetLeavesNoEmptyPartitionBehind) {
+  DataController& c = f_.controller();
+  const std::uint32_t ds = c.create("known", log_type(), {1, 1});
+  c.sync();
+  DataWorker& w = f_.worker(1);
+  brisk::DataCommand cmd;
+  cmd.kind = brisk::DataCommand::kCompute;
+  cmd.function = id_of(dp_append);
+  cmd.accesses = {rw(ds, 0), rw(ds + 40, 0)};
+  cmd.args = brisk::to_bytes(1);
+  EXPECT_FALSE(w.handle(0, commands_message({cmd})));
+  EXPECT_EQ(w.malformed(), 1u);
+  expect_still_works(ds);
+  w.cancel();  // frees every partition's value: none is missing
+  EXPECT_TRUE(w.cancelled());
+}
+
 TEST_F(DataWorkerMalformedTest, ACopyInABorrowedBufferIsReadBeforeTheCallReturns) {
   DataController& c = f_.controller();
   const std::uint32_t ds = c.create("borrowed", log_type(), {1, 1});
