@@ -270,9 +270,14 @@ TEST(CheckpointTest, HeldObjectNamesRoundTripAndOthersAreRefused) {
   for (const char* bad : {"held/12/0123456789abcdeffedcba987654321", "held//0123456789abcdeffedcba9876543210",
                           "held/x/0123456789abcdeffedcba9876543210", "held/1/0123456789ABCDEFfedcba9876543210",
                           "held/-1/0123456789abcdeffedcba9876543210", "part/1/0123456789abcdeffedcba9876543210",
-                          "held/1/0123456789abcdeffedcba98765432100", "held/1"}) {
+                          "held/1/0123456789abcdeffedcba98765432100", "held/1",
+                          // Another spelling of rank 12 (found by tests/fuzz/checkpoint_fuzzer): a name
+                          // is accepted only as checkpoint_held_name writes it.
+                          "held/012/0123456789abcdeffedcba9876543210", "held/+12/0123456789abcdeffedcba9876543210"}) {
     EXPECT_FALSE(brisk::parse_checkpoint_held_name(bad, &owner, &hi, &lo)) << bad;
   }
+  ASSERT_TRUE(brisk::parse_checkpoint_held_name("held/0/00000000000000000000000000000000", &owner, &hi, &lo));
+  EXPECT_EQ(owner, 0);
 }
 
 TEST(CheckpointTest, AnyNameRoundTrips) {

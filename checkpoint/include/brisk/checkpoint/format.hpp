@@ -104,7 +104,7 @@ std::string checkpoint_shard_name(std::uint64_t sequence, std::string_view tag, 
 
 // "held/3/<32 hex digits>": the copy of object (hi, lo), owned by rank `owner`, that
 // another rank held for it. parse_checkpoint_held_name takes such a name apart
-// (false for any other name).
+// (false for any other name, and for another spelling of one: "held/012/...").
 inline constexpr std::string_view kCheckpointHeldPrefix = "held/";
 std::string checkpoint_held_name(int owner, std::uint64_t hi, std::uint64_t lo);
 bool parse_checkpoint_held_name(std::string_view name, int* owner, std::uint64_t* hi, std::uint64_t* lo);
