@@ -9,6 +9,7 @@
 #include <exception>
 #include <functional>
 #include <thread>
+#include <unordered_set>
 
 #include "brisk/core/array.hpp"
 #include "brisk/core/detail/task.hpp"
@@ -194,7 +195,18 @@ Writer DataWorker::message(std::size_t body) const {
   return w;
 }
 
-DataWorker::~DataWorker() = default;
+DataWorker::~DataWorker() {
+  // Commands that never finished (a recv whose copy never came, and what waits behind
+  // it: a worker a rollback cancelled, or a job that ended without a sync) still hold
+  // their batches. Each is still registered on its instances, or awaits its copy.
+  std::unordered_set<Batch*> unfinished;
+  for (const auto& [key, in] : instances_) {
+    if (in->writer) unfinished.insert(in->writer->batch);
+    for (Node* n : in->readers) unfinished.insert(n->batch);
+  }
+  for (const auto& [key, node] : awaiting_) unfinished.insert(node->batch);
+  for (Batch* b : unfinished) delete b;
+}
 
 void DataWorker::cancel() noexcept {
   cancelled_.store(true, std::memory_order_seq_cst);

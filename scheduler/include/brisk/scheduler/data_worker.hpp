@@ -46,6 +46,9 @@ class DataWorker {
   // that it can send the buffer as it is instead of copying the message behind them.
   static constexpr std::size_t kMaxHeadroom = 64;
   DataWorker(int rank, detail::Executor& executor, Send send, EventLog* events = nullptr, std::size_t headroom = 0);
+  // Requires that no command of this worker is queued in or run by the executor (it
+  // ran them all, or shut down); commands that never became ready (a recv whose copy
+  // never came) are freed here.
   ~DataWorker();
   DataWorker(const DataWorker&) = delete;
   DataWorker& operator=(const DataWorker&) = delete;
