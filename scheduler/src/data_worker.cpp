@@ -9,7 +9,6 @@
 #include <exception>
 #include <functional>
 #include <thread>
-#include <unordered_set>
 
 #include "brisk/core/array.hpp"
 #include "brisk/core/detail/task.hpp"
@@ -51,6 +50,7 @@ struct DataWorker::Batch {
   // while its RunNode (in the node's slot) lives.
   std::atomic<std::size_t> left{0};
   std::uint64_t first_order = 0;  // the program order of nodes[0] (DataWorker::next_order_)
+  DataWorker* worker = nullptr;    // set by start()
 };
 
 struct DataWorker::Template {
@@ -123,12 +123,17 @@ struct DataWorker::Node {
   } slot{this};
 };
 
-namespace {
 // Gives a finished node back to its batch; the last one frees the batch.
-template <class Batch>
-void release_to(Batch* batch) noexcept {
-  if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete batch;
+void DataWorker::release_to(Batch* batch) noexcept {
+  if (batch->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  {
+    std::lock_guard lock(batch->worker->batches_mutex_);
+    batch->worker->batches_.erase(batch);
+  }
+  delete batch;
 }
+
+namespace {
 // Copies ready on this thread while it already runs one inline (a trampoline, so
 // that a chain of copies does not recurse).
 thread_local std::vector<std::pair<void*, void*>>* t_inline_queue = nullptr;  // (worker, node)
@@ -197,15 +202,8 @@ Writer DataWorker::message(std::size_t body) const {
 
 DataWorker::~DataWorker() {
   // Commands that never finished (a recv whose copy never came, and what waits behind
-  // it: a worker a rollback cancelled, or a job that ended without a sync) still hold
-  // their batches. Each is still registered on its instances, or awaits its copy.
-  std::unordered_set<Batch*> unfinished;
-  for (const auto& [key, in] : instances_) {
-    if (in->writer) unfinished.insert(in->writer->batch);
-    for (Node* n : in->readers) unfinished.insert(n->batch);
-  }
-  for (const auto& [key, node] : awaiting_) unfinished.insert(node->batch);
-  for (Batch* b : unfinished) delete b;
+  // it: a worker a rollback cancelled) still hold their batches.
+  for (Batch* b : batches_) delete b;
 }
 
 void DataWorker::cancel() noexcept {
@@ -482,6 +480,11 @@ void DataWorker::start(std::unique_ptr<Batch> batch) noexcept {
   // Released in program order (computes then run in that order anyway: push_ready).
   // The last ready() may free the batch: nothing of it is read after that.
   Batch* b = batch.release();
+  b->worker = this;
+  {
+    std::lock_guard lock(batches_mutex_);
+    batches_.insert(b);
+  }
   Node* nodes = b->nodes.get();
   for (std::size_t i = 0, n = b->count; i < n; ++i) ready(&nodes[i]);
 }
