@@ -180,6 +180,13 @@ StatusOr<CheckpointReader> CheckpointReader::open(const fs::path& path) {
                                         "the root attributes are damaged",
                                         where, hex32(stored_crc), hex32(crc)));
   }
+  // `created` is outside the checksum; the writer makes it of created_unix_ns, which
+  // is inside: it must read as that time.
+  if (info.created != iso8601_utc(info.created_unix_ns)) {
+    return invalid_argument(fmt::format("{}: attribute {} is '{}', but {} says {}: the root attributes are damaged",
+                                        where, kAttrCreated, info.created, kAttrCreatedNs,
+                                        iso8601_utc(info.created_unix_ns)));
+  }
 
   // Every listed dataset is there, a 1-D byte array of the listed size, inside the file.
   for (const ManifestRecord& r : records) {

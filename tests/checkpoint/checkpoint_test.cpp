@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <string>
@@ -504,6 +505,34 @@ TEST(CheckpointTest, DamagedManifestIsDetected) {
   EXPECT_EQ(reader.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(reader.status().message().find("manifest checksum mismatch"), std::string::npos)
       << reader.status().message();
+}
+
+// The `created` attribute lies outside the manifest's checksum: a damaged one must not
+// be read as good (found by tests/checkpoint/corruption.cpp: one changed digit was
+// accepted, and brisk-ckpt ls printed another date).
+TEST(CheckpointTest, DamagedCreationTimeIsDetected) {
+  ScratchDir dir;
+  ASSERT_TRUE(commit_simple(dir.path(), 1).ok());
+  const fs::path file = dir / "ckpt-000001.h5";
+  std::string created;
+  {
+    auto reader = CheckpointReader::open(file);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    created = reader->info().created;
+  }
+  barrier();
+  if (g_rank == 0) {
+    std::ifstream in(file, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto at = bytes.find(created);
+    ASSERT_NE(at, std::string::npos);
+    flip_byte(file, static_cast<std::int64_t>(at) + 2);  // a digit of the year
+  }
+  barrier();
+  auto reader = CheckpointReader::open(file);
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(reader.status().message().find("attribute created"), std::string::npos) << reader.status().message();
 }
 
 TEST(CheckpointTest, AnEmptyCheckpointIsValid) {

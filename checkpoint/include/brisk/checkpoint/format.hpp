@@ -25,7 +25,9 @@
 // CRC-32C of brisk::to_bytes(std::tuple{format, ranks, sequence, created_unix_ns,
 // brisk_version, records}) with records a std::vector of std::tuple{path, size,
 // crc32c, rank}: it covers the attributes and the manifest, so metadata damage is
-// detected too. Checksums are CRC-32C (Castagnoli), as brisk::crc32c.
+// detected too; `created` is not in it, and a reader requires it to be
+// the ISO 8601 form of created_unix_ns, as the writer makes it. Checksums are CRC-32C
+// (Castagnoli), as brisk::crc32c.
 //
 // Shards: a job can write its objects without any collective (the brisk runtime does
 // on the ucx backend, so that a rank dying mid-checkpoint blocks nobody): each rank
