@@ -110,7 +110,10 @@ StatusOr<CheckpointReader> CheckpointReader::open(const fs::path& path) {
   // Root attributes.
   CheckpointInfo& info = impl->info;
   if (!read_attr(file, kAttrFormat, H5T_NATIVE_UINT32, &info.format_version)) {
-    hdf5_error();
+    // Absent (another HDF5 file), or present and unreadable (damaged metadata).
+    if (const std::string why = hdf5_error(); !why.empty()) {
+      return invalid_argument(fmt::format("{}: attribute {} is unreadable (damaged){}", where, kAttrFormat, why));
+    }
     return invalid_argument(fmt::format("{} is an HDF5 file but not a brisk checkpoint (no {} attribute)", p,
                                         kAttrFormat));
   }
@@ -165,6 +168,15 @@ StatusOr<CheckpointReader> CheckpointReader::open(const fs::path& path) {
     if (path_bytes == 0 || path_bytes > 4 * kCheckpointMaxNameBytes || dims[0] > file_size / record_bytes) {
       return invalid_argument(fmt::format("{}: /manifest has implausible dimensions ({} records of {} bytes)", where,
                                           dims[0], record_bytes));
+    }
+    // Exactly the type the writer stores: HDF5 converts what it reads to the memory
+    // type, and a damaged compound type (member offsets or sizes) crashed that
+    // conversion in HDF5 1.10.8.
+    Handle expected = manifest_type(path_bytes, true);
+    if (!expected.valid() || H5Tequal(ftype.get(), expected.get()) <= 0) {
+      return invalid_argument(fmt::format("{}: /manifest's records are not of the type brisk writes ({{path: "
+                                          "string of {} bytes, size: u64, crc32c: u32, rank: u32}}){}",
+                                          where, path_bytes, hdf5_error()));
     }
     std::vector<std::byte> packed(dims[0] * record_bytes);
     Handle mtype = manifest_type(path_bytes, false);

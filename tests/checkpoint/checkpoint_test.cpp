@@ -507,10 +507,40 @@ TEST(CheckpointTest, DamagedManifestIsDetected) {
       << reader.status().message();
 }
 
-// The `created` attribute lies outside the manifest's checksum: a damaged one must not
-// be read as good (found by tests/checkpoint/corruption.cpp: one changed digit was
-// accepted, and brisk-ckpt ls printed another date).
-TEST(CheckpointTest, DamagedCreationTimeIsDetected) {
+// The `created` attribute lies outside the manifest's checksum: one that says another
+// time than created_unix_ns must not be read as good (found by
+// tests/fuzz/checkpoint_corruption.cpp on files of the earliest HDF5 format, whose
+// metadata has no checksums: a changed digit was accepted, and brisk-ckpt ls printed
+// another date). Rewritten here through HDF5, as a file whose metadata checksums hold.
+TEST(CheckpointTest, ACreationTimeThatIsNotCreatedUnixNsIsRefused) {
+  ScratchDir dir;
+  ASSERT_TRUE(commit_simple(dir.path(), 1).ok());
+  const fs::path file = dir / "ckpt-000001.h5";
+  barrier();
+  if (g_rank == 0) {
+    hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t a = H5Aopen(f, "created", H5P_DEFAULT);
+    hid_t t = H5Aget_type(a);
+    std::string other(H5Tget_size(t), '\0');
+    const std::string text = "1999-12-31T23:59:59Z";
+    std::memcpy(other.data(), text.data(), std::min(text.size(), other.size() - 1));
+    EXPECT_GE(H5Awrite(a, t, other.data()), 0);
+    H5Tclose(t);
+    H5Aclose(a);
+    H5Fclose(f);
+  }
+  barrier();
+  auto reader = CheckpointReader::open(file);
+  ASSERT_FALSE(reader.ok());
+  EXPECT_EQ(reader.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(reader.status().message().find("attribute created is '1999-12-31T23:59:59Z'"), std::string::npos)
+      << reader.status().message();
+}
+
+// Files are written in an HDF5 format whose metadata carries checksums: a bit flipped
+// in the root group's header (where the attributes are) is an error naming the file.
+TEST(CheckpointTest, DamagedMetadataIsAnErrorNamingTheFile) {
   ScratchDir dir;
   ASSERT_TRUE(commit_simple(dir.path(), 1).ok());
   const fs::path file = dir / "ckpt-000001.h5";
@@ -532,7 +562,8 @@ TEST(CheckpointTest, DamagedCreationTimeIsDetected) {
   auto reader = CheckpointReader::open(file);
   ASSERT_FALSE(reader.ok());
   EXPECT_EQ(reader.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(reader.status().message().find("attribute created"), std::string::npos) << reader.status().message();
+  EXPECT_NE(reader.status().message().find(file.string()), std::string::npos) << reader.status().message();
+  EXPECT_NE(reader.status().message().find("checksum"), std::string::npos) << reader.status().message();
 }
 
 TEST(CheckpointTest, AnEmptyCheckpointIsValid) {

@@ -20,7 +20,11 @@
 //                     {path: string, size: u64, crc32c: u32, rank: u32}
 //
 // Every dataset is a 1-D array of bytes (H5T_STD_U8LE), contiguous, so `h5dump`
-// and `h5py` read it directly. A name is stored with '%', '/', control characters
+// and `h5py` read it directly. Files (and shards) are written in HDF5's file format
+// 1.8 or later, whose metadata (superblock, object headers, B-trees, heaps) carries
+// checksums that HDF5 checks before decoding: damaged metadata is an error. Files
+// written in the earliest HDF5 format (by brisk before this) are still read; HDF5
+// 1.10.8 crashed on some of those when damaged in metadata (docs/fuzzing.md). A name is stored with '%', '/', control characters
 // and a lone "." escaped as %XX (a name may contain '/'). manifest_crc32c is the
 // CRC-32C of brisk::to_bytes(std::tuple{format, ranks, sequence, created_unix_ns,
 // brisk_version, records}) with records a std::vector of std::tuple{path, size,
