@@ -25,10 +25,10 @@ using Big = std::vector<double>;
 inline const brisk::detail::DataTypeOps* log_type() { return brisk::detail::DataTypeRegistration<Log>::ops; }
 inline const brisk::detail::DataTypeOps* big_type() { return brisk::detail::DataTypeRegistration<Big>::ops; }
 
-// log(0) += args (+ the block's parameter).
+// log(0) += args (+ the block's parameter), wrapping (the values are the fuzzer's).
 inline void fz_append(brisk::DataTask& t) {
-  const int param = t.params_bytes().empty() ? 0 : t.params<int>();
-  t.write<Log>(0).values.push_back(t.args<int>() + param);
+  const unsigned param = t.params_bytes().empty() ? 0u : static_cast<unsigned>(t.params<int>());
+  t.write<Log>(0).values.push_back(static_cast<int>(static_cast<unsigned>(t.args<int>()) + param));
 }
 // log(0) = log(1) (declared: writes 0, reads 1).
 inline void fz_copy(brisk::DataTask& t) { t.write<Log>(0) = t.read<Log>(1); }
