@@ -11,6 +11,9 @@ packages=(
   libpng-dev
   libhdf5-openmpi-dev hdf5-tools
   python3
+  # The fuzzers (tests/fuzz) are built with clang and its libFuzzer runtime, which
+  # clang does not pull in without its recommends.
+  clang libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -36,6 +36,8 @@ bool parse_checkpoint_held_name(std::string_view name, int* owner, std::uint64_t
   const std::size_t slash = name.find('/');
   if (slash == std::string_view::npos || slash == 0 || name.size() - slash - 1 != 32) return false;
   const std::string_view rank = name.substr(0, slash), id = name.substr(slash + 1);
+  // One spelling per name, checkpoint_held_name's: no leading zeros.
+  if (rank.size() > 1 && rank[0] == '0') return false;
   auto number = [](std::string_view digits, int base, auto* out) {
     const bool valid = std::all_of(digits.begin(), digits.end(), [base](char c) {
       return (c >= '0' && c <= '9') || (base == 16 && c >= 'a' && c <= 'f');

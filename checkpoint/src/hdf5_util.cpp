@@ -176,6 +176,8 @@ std::string iso8601_utc(std::int64_t unix_ns) {
   return buf;
 }
 
+herr_t set_checksummed_format(hid_t fapl) { return H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST); }
+
 herr_t read_bytes(hid_t dataset, std::uint64_t offset, std::span<std::byte> out) {
   if (out.empty()) return 0;
   Handle file_space = space_handle(H5Dget_space(dataset));

@@ -128,6 +128,13 @@ inline constexpr unsigned kShardFilesKeptOpen = 64;
 // verify()'s buffer: checksums are computed slab by slab, memory stays small.
 inline constexpr std::uint64_t kVerifySlabBytes = std::uint64_t{64} << 20;
 
+// Makes files created with `fapl` use HDF5's file format of version 1.8 or later,
+// whose metadata (superblock, object headers, B-trees, heaps) carries checksums that
+// HDF5 checks before it decodes anything: damaged metadata is an error, not an
+// address or a size taken at face value (HDF5 1.10.8 reading files of the earliest
+// format crashed on some damaged ones; see docs/fuzzing.md).
+herr_t set_checksummed_format(hid_t fapl);
+
 // Reads [offset, offset + out.size()) of a 1-D byte dataset.
 herr_t read_bytes(hid_t dataset, std::uint64_t offset, std::span<std::byte> out);
 // Writes `bytes` over a 1-D byte dataset of that size, with transfer properties `dxpl`.

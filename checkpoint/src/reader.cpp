@@ -110,7 +110,10 @@ StatusOr<CheckpointReader> CheckpointReader::open(const fs::path& path) {
   // Root attributes.
   CheckpointInfo& info = impl->info;
   if (!read_attr(file, kAttrFormat, H5T_NATIVE_UINT32, &info.format_version)) {
-    hdf5_error();
+    // Absent (another HDF5 file), or present and unreadable (damaged metadata).
+    if (const std::string why = hdf5_error(); !why.empty()) {
+      return invalid_argument(fmt::format("{}: attribute {} is unreadable (damaged){}", where, kAttrFormat, why));
+    }
     return invalid_argument(fmt::format("{} is an HDF5 file but not a brisk checkpoint (no {} attribute)", p,
                                         kAttrFormat));
   }
@@ -166,6 +169,15 @@ StatusOr<CheckpointReader> CheckpointReader::open(const fs::path& path) {
       return invalid_argument(fmt::format("{}: /manifest has implausible dimensions ({} records of {} bytes)", where,
                                           dims[0], record_bytes));
     }
+    // Exactly the type the writer stores: HDF5 converts what it reads to the memory
+    // type, and a damaged compound type (member offsets or sizes) crashed that
+    // conversion in HDF5 1.10.8.
+    Handle expected = manifest_type(path_bytes, true);
+    if (!expected.valid() || H5Tequal(ftype.get(), expected.get()) <= 0) {
+      return invalid_argument(fmt::format("{}: /manifest's records are not of the type brisk writes ({{path: "
+                                          "string of {} bytes, size: u64, crc32c: u32, rank: u32}}){}",
+                                          where, path_bytes, hdf5_error()));
+    }
     std::vector<std::byte> packed(dims[0] * record_bytes);
     Handle mtype = manifest_type(path_bytes, false);
     if (!packed.empty() &&
@@ -179,6 +191,13 @@ StatusOr<CheckpointReader> CheckpointReader::open(const fs::path& path) {
     return invalid_argument(fmt::format("{}: manifest checksum mismatch (stored {}, computed {}): the manifest or "
                                         "the root attributes are damaged",
                                         where, hex32(stored_crc), hex32(crc)));
+  }
+  // `created` is outside the checksum; the writer makes it of created_unix_ns, which
+  // is inside: it must read as that time.
+  if (info.created != iso8601_utc(info.created_unix_ns)) {
+    return invalid_argument(fmt::format("{}: attribute {} is '{}', but {} says {}: the root attributes are damaged",
+                                        where, kAttrCreated, info.created, kAttrCreatedNs,
+                                        iso8601_utc(info.created_unix_ns)));
   }
 
   // Every listed dataset is there, a 1-D byte array of the listed size, inside the file.

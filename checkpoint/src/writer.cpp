@@ -364,7 +364,8 @@ Status CheckpointWriter::Impl::write_file(const std::vector<JobEntry>& job, std:
       (!mpio && (H5Pset_fapl_sec2(fapl.get()) < 0 || H5Pset_file_locking(fapl.get(), false, true) < 0)) ||
       // Datasets of 1 MiB or more start on a 1 MiB boundary: whole stripes on
       // parallel file systems, at most 1 MiB of padding each.
-      H5Pset_alignment(fapl.get(), hsize_t{1} << 20, hsize_t{1} << 20) < 0) {
+      H5Pset_alignment(fapl.get(), hsize_t{1} << 20, hsize_t{1} << 20) < 0 ||
+      set_checksummed_format(fapl.get()) < 0) {
     local = fail("cannot set up the file access properties");
   }
   if (Status s = agree(comm, rank, size, local); !s.ok()) return s;
@@ -632,7 +633,8 @@ StatusOr<std::vector<CheckpointShardEntry>> write_checkpoint_shard(
     }
     Handle fapl = plist_handle(H5Pcreate(H5P_FILE_ACCESS));
     if (!fapl.valid() || H5Pset_fapl_sec2(fapl.get()) < 0 || H5Pset_file_locking(fapl.get(), false, true) < 0 ||
-        H5Pset_alignment(fapl.get(), hsize_t{1} << 20, hsize_t{1} << 20) < 0) {
+        H5Pset_alignment(fapl.get(), hsize_t{1} << 20, hsize_t{1} << 20) < 0 ||
+        set_checksummed_format(fapl.get()) < 0) {
       return fail("cannot set up the file access properties");
     }
     Handle file = file_handle(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()));

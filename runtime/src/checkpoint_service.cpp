@@ -17,6 +17,7 @@
 #include "brisk/checkpoint/reader.hpp"
 #include "brisk/core/checkpoint.hpp"
 #include "brisk/core/error.hpp"
+#include "brisk/runtime/wire.hpp"
 
 namespace brisk {
 
@@ -203,9 +204,9 @@ Status RuntimeCheckpoints::participate(std::uint64_t sequence, const std::string
   }
   if (before_report_) before_report_();
   const std::vector<int> settled = peers_.settled ? peers_.settled() : std::vector<int>{};
-  Writer w;
-  w(sequence, tag, static_cast<std::uint8_t>(status.code()), status.message(), shard, list, settled);
-  if (peers_.report) peers_.report(w.bytes());
+  const std::vector<std::byte> report =
+      wire::encode_checkpoint_report({sequence, tag, status, std::move(shard), std::move(list), settled});
+  if (peers_.report) peers_.report(report);
   if (after_report_) after_report_();
   return status;
 }
@@ -215,17 +216,10 @@ void RuntimeCheckpoints::on_report(int from, std::span<const std::byte> bytes) {
   std::uint64_t sequence = 0;
   std::string tag;
   try {
-    std::uint8_t code = 0;
-    std::string message;
-    Reader r(bytes);
-    r(sequence, tag, code, message, report.shard, report.objects, report.settled);
-    if (r.remaining() != 0) throw SerializationError(fmt::format("{} bytes left over", r.remaining()));
-    if (code > static_cast<std::uint8_t>(StatusCode::kInternal)) throw SerializationError("bad status code");
-    report.status = Status(static_cast<StatusCode>(code), std::move(message));
-    if (report.shard.empty() ? !report.objects.empty()
-                             : report.shard != checkpoint_shard_name(sequence, tag, from)) {
-      throw SerializationError(fmt::format("shard name '{}' is not rank {}'s or lists no objects", report.shard, from));
-    }
+    wire::CheckpointReport m = wire::decode_checkpoint_report(bytes, from);
+    sequence = m.sequence;
+    tag = std::move(m.tag);
+    report = Report{std::move(m.status), std::move(m.shard), std::move(m.objects), std::move(m.settled)};
   } catch (const std::exception& e) {
     // Without a readable sequence the report cannot be matched: it counts as this
     // rank's answer to the attempt in progress, unless the rank answered already.

@@ -22,6 +22,7 @@
 #include "brisk/core/function_registry.hpp"
 #include "brisk/runtime/control_plane.hpp"
 #include "brisk/runtime/exit_status.hpp"
+#include "brisk/runtime/wire.hpp"
 #include "brisk/scheduler/local_scheduler.hpp"
 
 namespace brisk {
@@ -54,26 +55,8 @@ constexpr int kBurstSends = 4;
 // progress for minutes).
 constexpr std::size_t kMaxSendsInFlight = 16;
 
-// kControl payloads start with one of these.
-enum : std::uint8_t {
-  kCtlState = 1,          // control-state traffic (ControlPlane)
-  kCtlTimelineAsk = 2,    // rank 0 asks for every rank's events
-  kCtlTimelinePart = 3,   // one rank's events
-  kCtlActorMoved = 4,     // an actor was rebuilt on another rank (from its creator)
-  kCtlEnd = 5,            // rank 0: the driver returned this exit code
-  kCtlRankDead = 6,       // a global scheduler declared a rank dead (its heartbeats stopped)
-  kCtlCheckpoint = 7,     // rank 0: take part in checkpoint N
-  kCtlLocate = 8,         // a borrower asks the owner where an object's copy is now (its holder died)
-  kCtlLocated = 9,        // the owner's answer: the new copy, or why there is none
-  kCtlCheckpointReport = 10,  // to rank 0: this rank's part of a checkpoint (RuntimeCheckpoints)
-  kCtlCheckpointSaved = 11,   // rank 0 to an owner: a committed checkpoint holds these objects of yours
-};
-
-// Task spec routes.
-enum : std::uint8_t { kRoutePlace = 0, kRouteRun = 1 };
-
-// kRefCount record ops.
-enum : std::uint8_t { kRefDrop = 0, kRefFree = 1 };
+// The messages' constants, batches and decoders (runtime/wire.hpp).
+using namespace wire;
 
 thread_local bool t_on_progress_thread = false;
 
@@ -130,30 +113,6 @@ void write_inline(Writer& w, ObjectState* o) {
   w(detail::kObjInline, id.hi, id.lo);
   Pinned pinned(o);
   o->write_value(w);
-}
-
-void append_record(std::vector<std::byte>& out, std::span<const std::byte> record) {
-  const auto n = static_cast<std::uint32_t>(record.size());
-  const std::size_t at = out.size();
-  out.resize(at + 4 + record.size());
-  std::memcpy(out.data() + at, &n, 4);
-  if (!record.empty()) std::memcpy(out.data() + at + 4, record.data(), record.size());
-}
-
-// Splits a batch payload into records; false if it is malformed.
-template <class F>
-bool for_each_record(std::span<const std::byte> payload, F&& f) {
-  std::size_t pos = 0;
-  while (pos < payload.size()) {
-    if (payload.size() - pos < 4) return false;
-    std::uint32_t n = 0;
-    std::memcpy(&n, payload.data() + pos, 4);
-    pos += 4;
-    if (n > payload.size() - pos) return false;
-    f(payload.subspan(pos, n));
-    pos += n;
-  }
-  return true;
 }
 
 std::shared_ptr<ErrorInfo> make_error(ErrorKind kind, std::string message, std::string function, int rank) {
@@ -327,9 +286,7 @@ void Cluster::on_rank_lost(Rank peer, const Status& why, bool announce) {
   // Found here (the transport failed): every other rank learns it now, not only when
   // it next talks to the dead one; it is dead for the whole job from now on.
   if (announce && end_code_.load(std::memory_order_acquire) == kNoEnd) {
-    Writer w;
-    w(static_cast<std::uint8_t>(kCtlRankDead), peer.value, fmt::format("{} (seen by rank {})", why.message(), self_.value));
-    send_to_live_ranks(w.bytes());
+    send_to_live_ranks(encode_rank_death({peer.value, fmt::format("{} (seen by rank {})", why.message(), self_.value)}));
   }
   // Proxies that asked the dead rank where their object's copy is get no answer.
   std::vector<ObjectState*> orphans;
@@ -418,9 +375,7 @@ void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
   for (int r : silent) {
     const std::string why = fmt::format("no heartbeat for {} ms (declared dead by the global scheduler on rank {})",
                                         config_.failure_timeout.count(), self_.value);
-    Writer w;
-    w(static_cast<std::uint8_t>(kCtlRankDead), r, why);
-    send_to_live_ranks(w.bytes());
+    send_to_live_ranks(encode_rank_death({r, why}));
     on_rank_lost(Rank{r}, unavailable(why), false);
   }
 }
@@ -523,25 +478,19 @@ void Cluster::send_to_live_ranks(std::span<const std::byte> control) {
 }
 
 void Cluster::announce_actor_moved(TaskId actor, Rank rank, std::uint32_t incarnation) noexcept {
-  Writer w;
-  w(static_cast<std::uint8_t>(kCtlActorMoved), actor.hi, actor.lo, rank.value, incarnation);
-  send_to_live_ranks(w.bytes());
+  send_to_live_ranks(encode_actor_moved({actor, rank.value, incarnation}));
 }
 
 void Cluster::announce_end(int code, bool blocked) {
   if (blocked) blocked_end_.store(true, std::memory_order_release);
   end_code_.store(code, std::memory_order_release);  // ranks leaving from now on are expected
   wake_main();
-  Writer w;
   // Whether a rank died (the others may not have heard of it yet) or is blocked.
-  w(static_cast<std::uint8_t>(kCtlEnd), code, static_cast<std::uint8_t>(leave_without_mpi()));
-  send_to_live_ranks(w.bytes());
+  send_to_live_ranks(encode_end({code, leave_without_mpi()}));
 }
 
 void Cluster::announce_checkpoint(std::uint64_t sequence, const std::string& tag) {
-  Writer w;
-  w(static_cast<std::uint8_t>(kCtlCheckpoint), sequence, tag);
-  send_to_live_ranks(w.bytes());
+  send_to_live_ranks(encode_checkpoint_request({sequence, tag}));
 }
 
 void Cluster::send_checkpoint_report(std::span<const std::byte> report) {
@@ -1172,17 +1121,14 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
   try {
     const TaskId id = task->id();
     const TaskOptions* options = task->options();
-    const bool has_options = options != nullptr;
-    w(for_placement ? kRoutePlace : kRouteRun, id.hi, id.lo, task->function().value, self_.value,
-      static_cast<std::uint8_t>(has_options));
-    if (has_options) w(options->name, options->resources, options->max_retries, options->actor_creation);
     const detail::ActorCall* call = task->actor_call();
-    w(static_cast<std::uint8_t>(call != nullptr));
-    if (call) w(call->actor.hi, call->actor.lo, call->caller, call->seq, call->incarnation);
+    std::optional<ActorCallHeader> call_header;
+    if (call) call_header = ActorCallHeader{call->actor, call->caller, call->seq, call->incarnation};
     // Where the arguments' bytes are, for placement by locality.
     std::vector<ObjectState*> args;
     task->arg_objects(args);
-    w(locality_hints(args));
+    write_task_spec_header(w, for_placement ? kRoutePlace : kRouteRun, id, task->function().value, self_.value, options,
+                           call_header ? &*call_header : nullptr, locality_hints(args));
     if (!task->encode_args(w, *this, to)) {
       // A converted argument must be resident here first.
       std::vector<ObjectState*> remote;
@@ -1349,47 +1295,22 @@ Rank Cluster::choose_node(const std::map<std::string, double>& demand,
   return Rank{best};
 }
 
-// The part of a task spec before the arguments (see ship()).
-struct Cluster::SpecHeader {
-  std::uint8_t route = 0;
-  TaskId id;
-  std::uint64_t function = 0;
-  int owner = 0;
-  std::shared_ptr<TaskOptions> options;  // null when the task has none
-  std::optional<detail::ActorCall> call;  // an actor call (rank and creation unset)
-  std::vector<std::pair<int, std::uint64_t>> hints;
-};
-
-bool Cluster::read_spec_header(Rank from, Reader& r, SpecHeader& h) {
+// The task spec's header (wire::read_task_spec_header), its option name interned;
+// false (reported) when malformed.
+bool Cluster::read_spec_header(Rank from, Reader& r, TaskSpecHeader& h) {
   try {
-    std::uint8_t has_options = 0;
-    r(h.route, h.id.hi, h.id.lo, h.function, h.owner, has_options);
-    if (has_options) {
-      h.options = std::make_shared<TaskOptions>();
-      r(h.options->name, h.options->resources, h.options->max_retries, h.options->actor_creation);
-      if (!h.options->name.empty()) h.options->interned_name = intern(h.options->name);
-    }
-    std::uint8_t is_call = 0;
-    r(is_call);
-    if (is_call) {
-      h.call.emplace();
-      r(h.call->actor.hi, h.call->actor.lo, h.call->caller, h.call->seq, h.call->incarnation);
-    }
-    r(h.hints);
+    h = read_task_spec_header(r, size_);
   } catch (const std::exception& e) {
     malformed(from, fmt::format("task spec: {}", e.what()));
     return false;
   }
-  if (h.owner < 0 || h.owner >= size_) {
-    malformed(from, fmt::format("task spec names owner rank {} in a job of {}", h.owner, size_));
-    return false;
-  }
+  if (h.options && !h.options->name.empty()) h.options->interned_name = intern(h.options->name);
   return true;
 }
 
 void Cluster::place(std::span<const std::byte> record) {
   Reader r(record);
-  SpecHeader h;
+  TaskSpecHeader h;
   if (!read_spec_header(self_, r, h)) return;
   Rank to = choose_node(h.options ? h.options->resources : kNoDemand, h.hints,
                         h.options && h.options->actor_creation);
@@ -1436,7 +1357,7 @@ void Cluster::handle_task(Rank from, std::span<const std::byte> record) {
     return;
   }
   Reader r(record);
-  SpecHeader h;
+  TaskSpecHeader h;
   if (!read_spec_header(from, r, h)) return;
   const TaskId id = h.id;
   const std::uint64_t fn = h.function;
@@ -1577,16 +1498,12 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
         ObjectId oid;
         r(form, oid.hi, oid.lo);
         if (form == detail::kObjRemote) {
-          int owner = 0, lender = 0;
-          RemoteCopy copy;
-          r(owner, lender, copy);
+          const RemoteCopy copy = read_remote_object(r, size_).copy;
           // Only this run's copy: the owner may use the other run's.
           if (copy.region.owner == self_) {
             release_held(oid, copy.tag());
-          } else if (copy.region.owner.value >= 0 && copy.region.owner.value < size_ && !rank_lost(copy.region.owner)) {
-            Writer w;
-            w(kRefFree, oid.hi, oid.lo, copy.tag());
-            post(copy.region.owner, FrameKind::kRefCount, w.bytes());
+          } else if (!rank_lost(copy.region.owner)) {
+            post(copy.region.owner, FrameKind::kRefCount, encode_refcount({kRefFree, oid, 0, copy.tag()}));
           }
         }
       } catch (const std::exception&) {
@@ -1618,11 +1535,8 @@ void Cluster::handle_result(Rank from, std::span<const std::byte> record) {
         }
         break;
       case detail::kObjRemote: {
-        int owner = 0, lender = 0;
-        RemoteCopy copy;
-        r(owner, lender, copy);
+        const RemoteCopy copy = read_remote_object(r, size_).copy;
         const int holder = copy.region.owner.value;
-        if (holder < 0 || holder >= size_) throw SerializationError("holder rank out of range");
         DistInfo& d = o->ensure_dist();
         {
           std::lock_guard lock(d.mutex);
@@ -1795,10 +1709,7 @@ void Cluster::checkpoint_committed(std::uint64_t sequence, const std::string& pa
       continue;
     }
     if (rank_lost(Rank{r})) continue;
-    Writer w;
-    w(static_cast<std::uint8_t>(kCtlCheckpointSaved), sequence, path, static_cast<std::uint64_t>(objects.size()));
-    for (const auto& [id, holder] : objects) w(id.hi, id.lo, holder);
-    send_frame(Rank{r}, FrameKind::kControl, std::vector<std::byte>(w.bytes().begin(), w.bytes().end()));
+    send_frame(Rank{r}, FrameKind::kControl, encode_checkpoint_saved({sequence, path, objects}));
   }
 }
 
@@ -2154,9 +2065,7 @@ void Cluster::relocate(ObjectState* o) noexcept {
                                           owner.value, owner == self_ ? "this rank" : "dead too")));
       return;
     }
-    Writer w;
-    w(static_cast<std::uint8_t>(kCtlLocate), o->id().hi, o->id().lo);
-    send_frame(owner, FrameKind::kControl, std::vector<std::byte>(w.bytes().begin(), w.bytes().end()));
+    send_frame(owner, FrameKind::kControl, encode_locate(o->id()));
     return;
   }
   if (o->residency() != Residency::kRemote) {
@@ -2248,14 +2157,7 @@ void Cluster::relocated(ObjectState* o, std::optional<RemoteCopy> copy, std::sha
   }
   for (int r : locators) {
     if (rank_lost(Rank{r})) continue;
-    Writer w;
-    w(static_cast<std::uint8_t>(kCtlLocated), o->id().hi, o->id().lo, static_cast<std::uint8_t>(answer.has_value()));
-    if (answer) {
-      w(*answer);
-    } else {
-      detail::write_error_info(w, *refusal);
-    }
-    send_frame(Rank{r}, FrameKind::kControl, std::vector<std::byte>(w.bytes().begin(), w.bytes().end()));
+    send_frame(Rank{r}, FrameKind::kControl, encode_located(o->id(), answer ? &*answer : nullptr, refusal.get()));
   }
   const Status st = lost ? unavailable(lost->message) : Status();
   for (auto& cb : callbacks) cb(st);
@@ -2265,19 +2167,15 @@ void Cluster::relocated(ObjectState* o, std::optional<RemoteCopy> copy, std::sha
   }
 }
 
-void Cluster::handle_locate(Rank from, Reader& r) {
-  ObjectId id;
-  r(id.hi, id.lo);
+void Cluster::handle_locate(Rank from, ObjectId id) {
   ObjectState* o = shared_object_ref(id);
   DistInfo* d = o ? o->dist() : nullptr;
   if (!d || d->proxy) {
     if (o) o->release();
-    Writer w;
-    w(static_cast<std::uint8_t>(kCtlLocated), id.hi, id.lo, std::uint8_t{0});
-    detail::write_error_info(w, *make_error(ErrorKind::kObjectLost,
-                                            fmt::format("object {}: its owner, rank {}, no longer has it", id.hex(), self_.value),
-                                            "", self_.value));
-    send_frame(from, FrameKind::kControl, std::vector<std::byte>(w.bytes().begin(), w.bytes().end()));
+    const auto gone = make_error(ErrorKind::kObjectLost,
+                                 fmt::format("object {}: its owner, rank {}, no longer has it", id.hex(), self_.value), "",
+                                 self_.value);
+    send_frame(from, FrameKind::kControl, encode_located(id, nullptr, gone.get()));
     return;
   }
   bool answer_now = false, rebuild = false;
@@ -2315,20 +2213,10 @@ void Cluster::handle_locate(Rank from, Reader& r) {
   o->release();
 }
 
-void Cluster::handle_located(Rank from, Reader& r) {
-  ObjectId id;
-  std::uint8_t ok = 0;
-  r(id.hi, id.lo, ok);
-  std::optional<RemoteCopy> copy;
-  std::shared_ptr<const ErrorInfo> lost;
-  if (ok) {
-    RemoteCopy c;
-    r(c);
-    if (c.region.owner.value < 0 || c.region.owner.value >= size_) throw SerializationError("holder rank out of range");
-    copy = c;
-  } else {
-    lost = detail::read_error_info(r);
-  }
+void Cluster::handle_located(Rank from, Located m) {
+  const ObjectId id = m.id;
+  std::optional<RemoteCopy> copy = std::move(m.copy);
+  std::shared_ptr<const ErrorInfo> lost = std::move(m.lost);
   ObjectState* o = shared_object_ref(id);
   if (!o) return;  // dropped meanwhile
   DistInfo* d = o->dist();
@@ -2544,40 +2432,31 @@ void Cluster::drop_borrow(Rank lender, ObjectId id, std::uint64_t count) {
     for (std::uint64_t i = 0; i < count; ++i) o->release();
     return;
   }
-  Writer w;
-  w(kRefDrop, id.hi, id.lo, count);
-  post(lender, FrameKind::kRefCount, w.bytes());
+  post(lender, FrameKind::kRefCount, encode_refcount({kRefDrop, id, count, kAllCopies}));
 }
 
 void Cluster::handle_refcount(Rank from, std::span<const std::byte> record) {
-  Reader r(record);
-  std::uint8_t op = 0;
-  ObjectId id;
+  RefCountRecord m;
   try {
-    r(op, id.hi, id.lo);
-    if (op == kRefDrop) {
-      std::uint64_t count = 0;
-      r(count);
-      ObjectState* o = shared_object(id);
-      if (!o) {
-        malformed(from, fmt::format("reference drop for unknown object {}", id.hex()));
-        return;
-      }
-      if (count > static_cast<std::uint64_t>(o->ref_count())) {
-        malformed(from, fmt::format("reference drop of {} for object {} that has {}", count, id.hex(), o->ref_count()));
-        return;
-      }
-      for (std::uint64_t i = 0; i < count; ++i) o->release();
-    } else if (op == kRefFree) {
-      std::uint64_t offset = kAllCopies;  // an owner's free: every copy; a duplicate's: one
-      if (r.remaining() > 0) r(offset);
-      release_held(id, offset);
-    } else {
-      malformed(from, fmt::format("unknown reference-count op {}", op));
-    }
+    m = decode_refcount(record);
   } catch (const std::exception& e) {
     malformed(from, fmt::format("reference count: {}", e.what()));
+    return;
   }
+  if (m.op == kRefFree) {
+    release_held(m.id, m.tag);  // an owner's free: every copy; a duplicate's: one
+    return;
+  }
+  ObjectState* o = shared_object(m.id);
+  if (!o) {
+    malformed(from, fmt::format("reference drop for unknown object {}", m.id.hex()));
+    return;
+  }
+  if (m.count > static_cast<std::uint64_t>(o->ref_count())) {
+    malformed(from, fmt::format("reference drop of {} for object {} that has {}", m.count, m.id.hex(), o->ref_count()));
+    return;
+  }
+  for (std::uint64_t i = 0; i < m.count; ++i) o->release();
 }
 
 void Cluster::on_destroy(ObjectState* o) noexcept {
@@ -2597,9 +2476,7 @@ void Cluster::on_destroy(ObjectState* o) noexcept {
       if (holder == self_.value) {
         release_held(id);
       } else if (!rank_lost(Rank{holder})) {
-        Writer w;
-        w(kRefFree, id.hi, id.lo);
-        post(Rank{holder}, FrameKind::kRefCount, w.bytes());
+        post(Rank{holder}, FrameKind::kRefCount, encode_refcount({kRefFree, id, 0, kAllCopies}));
       }
     }
   } catch (const std::exception& e) {
@@ -2945,11 +2822,9 @@ void Cluster::heartbeat() {
   }
 }
 
-void Cluster::read_control(Rank from, std::span<const std::byte> body, const char* what,
-                           const std::function<void(Reader&)>& read) {
+void Cluster::read_control(Rank from, const char* what, const std::function<void()>& handle) {
   try {
-    Reader r(body);
-    read(r);
+    handle();
   } catch (const std::exception& e) {
     malformed(from, fmt::format("{}: {}", what, e.what()));
   }
@@ -2989,42 +2864,32 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
       return;
     }
     case kCtlActorMoved:
-      read_control(from, body, "actor move", [&](Reader& r) {
-        TaskId id;
-        int rank = 0;
-        std::uint32_t incarnation = 0;
-        r(id.hi, id.lo, rank, incarnation);
-        if (rank < 0 || rank >= size_) throw SerializationError("rank out of range");
-        detail::actor_moved(id, rank, incarnation);
+      read_control(from, "actor move", [&] {
+        const ActorMoved m = decode_actor_moved(body, size_);
+        detail::actor_moved(m.actor, m.rank, m.incarnation);
       });
       return;
     case kCtlRankDead:
-      read_control(from, body, "rank death notice", [&](Reader& r) {
-        int rank = 0;
-        std::string why;
-        r(rank, why);
-        if (rank < 0 || rank >= size_) throw SerializationError("rank out of range");
-        if (rank == self_.value) {
+      read_control(from, "rank death notice", [&] {
+        const RankDeath m = decode_rank_death(body, size_);
+        if (m.rank == self_.value) {
           // This rank was silent too long (hung or stopped) and the job went on
           // without it: its work is being done elsewhere, so it must not go on.
           std::fprintf(stderr, "brisk: rank %d: the job declared this rank dead (%s); leaving\n", self_.value,
-                       why.c_str());
+                       m.why.c_str());
           std::fflush(nullptr);
           std::_Exit(1);
         }
-        on_rank_lost(Rank{rank}, unavailable(why), false);
+        on_rank_lost(Rank{m.rank}, unavailable(m.why), false);
       });
       return;
     case kCtlCheckpoint:
-      read_control(from, body, "checkpoint request", [&](Reader& r) {
-        std::uint64_t sequence = 0;
-        std::string tag;
-        r(sequence, tag);
-        if (sequence == 0) throw SerializationError("checkpoint sequence 0");
+      read_control(from, "checkpoint request", [&] {
+        CheckpointRequest m = decode_checkpoint_request(body);
         {
           std::lock_guard lock(checkpoint_mutex_);
-          checkpoint_sequence_ = sequence;
-          checkpoint_tag_ = std::move(tag);
+          checkpoint_sequence_ = m.sequence;
+          checkpoint_tag_ = std::move(m.tag);
         }
         wake_main();
       });
@@ -3033,36 +2898,26 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
       if (checkpoint_report_handler_) checkpoint_report_handler_(from, body);
       return;
     case kCtlCheckpointSaved:
-      read_control(from, body, "checkpoint's objects", [&](Reader& r) {
+      read_control(from, "checkpoint's objects", [&] {
         if (from.value != 0) throw SerializationError("not from rank 0, which commits checkpoints");
-        std::uint64_t sequence = 0, count = 0;
-        std::string file;
-        r(sequence, file, count);
-        if (count > r.remaining() / 20) throw SerializationError(fmt::format("{} objects in {} bytes", count, r.remaining()));
-        std::vector<std::pair<ObjectId, int>> objects(count);
-        for (auto& [id, holder] : objects) {
-          r(id.hi, id.lo, holder);
-          if (holder < 0 || holder >= size_) throw SerializationError("holder rank out of range");
-        }
-        if (r.remaining() != 0) throw SerializationError(fmt::format("{} bytes left over", r.remaining()));
-        apply_saved(sequence, file, objects);
+        const CheckpointSaved m = decode_checkpoint_saved(body, size_);
+        apply_saved(m.sequence, m.file, m.objects);
       });
       return;
     case kCtlLocate:
-      read_control(from, body, "object locate request", [&](Reader& r) { handle_locate(from, r); });
+      read_control(from, "object locate request", [&] { handle_locate(from, decode_locate(body)); });
       return;
     case kCtlLocated:
-      read_control(from, body, "object location", [&](Reader& r) { handle_located(from, r); });
+      read_control(from, "object location", [&] { handle_located(from, decode_located(body, size_)); });
       return;
     case kCtlEnd:
-      read_control(from, body, "end of job", [&](Reader& r) {
-        int code = 0;
-        std::uint8_t without_mpi = 0;  // a rank died or is blocked (announce_end)
-        r(code, without_mpi);
-        if (without_mpi) blocked_end_.store(true, std::memory_order_release);
+      read_control(from, "end of job", [&] {
+        const EndOfJob m = decode_end(body);
+        const int code = m.code;
+        if (m.without_mpi) blocked_end_.store(true, std::memory_order_release);  // a rank died or is blocked
         end_code_.store(code, std::memory_order_release);
         wake_main();
-        if (without_mpi || any_rank_lost()) {
+        if (m.without_mpi || any_rank_lost()) {
           // After a death this rank's main thread may be stuck in an MPI collective
           // that can never finish (a user's own, say), or in its overdue part of a
           // checkpoint: if it has not left in 2 s, leave without it.
@@ -3139,27 +2994,7 @@ Status Cluster::write_timeline(const std::string& path) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   std::vector<RankEvents> ranks;
-  auto parse = [&](std::span<const std::byte> bytes) {
-    Reader r(bytes);
-    RankEvents re;
-    std::uint64_t nthreads = 0;
-    r(re.rank, re.host, re.os_pid, nthreads);
-    for (std::uint64_t i = 0; i < nthreads; ++i) {
-      RankEvents::Thread t;
-      std::uint64_t n = 0;
-      r(t.name, t.index, t.dropped, n);
-      if (n > r.remaining()) throw SerializationError("event count larger than the message");
-      t.events.resize(n);
-      for (auto& e : t.events) {
-        std::uint8_t kind = 0;
-        r(e.ts_ns, e.task, kind, e.name);
-        if (kind > static_cast<std::uint8_t>(EventKind::kGet)) throw SerializationError("unknown event kind");
-        e.kind = static_cast<EventKind>(kind);
-      }
-      re.threads.push_back(std::move(t));
-    }
-    ranks.push_back(std::move(re));
-  };
+  auto parse = [&](std::span<const std::byte> bytes) { ranks.push_back(decode_timeline_part(bytes)); };
   try {
     parse(snapshot_events());
     std::lock_guard lock(timeline_mutex_);

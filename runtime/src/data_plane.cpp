@@ -10,41 +10,25 @@
 
 #include "brisk/checkpoint/reader.hpp"
 #include "brisk/runtime/cluster.hpp"
+#include "brisk/runtime/wire.hpp"
 
 namespace brisk {
 
 namespace {
 
-// Every kData frame's payload starts with this: the epoch, and the logical ranks the
-// message comes from and goes to (to = -1: the receiving process's data plane).
-constexpr std::size_t kHeaderBytes = 12;
-struct DataHeader {
-  std::uint32_t epoch;
-  std::int32_t from, to;
-};
-std::array<std::byte, kHeaderBytes> encode_header(const DataHeader& h) {
-  std::array<std::byte, kHeaderBytes> out;
-  std::memcpy(out.data(), &h.epoch, 4);
-  std::memcpy(out.data() + 4, &h.from, 4);
-  std::memcpy(out.data() + 8, &h.to, 4);
+using wire::DataHeader;
+using wire::kDataHeaderBytes;
+using wire::kEpochStarted;
+using wire::kStartEpoch;
+
+std::array<std::byte, kDataHeaderBytes> encode_header(const DataHeader& h) {
+  std::array<std::byte, kDataHeaderBytes> out;
+  wire::encode_data_header(h, out.data());
   return out;
 }
 // Room at the front of each worker's message: the frame's header, then the data
 // header, both written there before it is sent (RuntimeDataPlane::send_framed).
-constexpr std::size_t kWorkerHeadroom = kFrameHeaderBytes + kHeaderBytes;
-DataHeader decode_header(std::span<const std::byte> p) {
-  DataHeader h;
-  std::memcpy(&h.epoch, p.data(), 4);
-  std::memcpy(&h.from, p.data() + 4, 4);
-  std::memcpy(&h.to, p.data() + 8, 4);
-  return h;
-}
-
-// Messages between the data planes themselves (after a header with to = -1).
-enum PlaneMessage : std::uint8_t {
-  kStartEpoch = 0xF0,   // rank 0 -> every rank: (hosts): start the header's epoch
-  kEpochStarted = 0xF1, // every rank -> rank 0: done
-};
+constexpr std::size_t kWorkerHeadroom = kFrameHeaderBytes + kDataHeaderBytes;
 
 }  // namespace
 
@@ -185,7 +169,7 @@ void RuntimeDataPlane::send_framed(const Epoch& e, int from, int to, std::vector
     return;
   }
   const auto head = encode_header({e.number, from, to});
-  std::memcpy(message.data() + kFrameHeaderBytes, head.data(), kHeaderBytes);
+  std::memcpy(message.data() + kFrameHeaderBytes, head.data(), kDataHeaderBytes);
   cluster_->send_data_frame(Rank{process}, std::move(message));
 }
 
@@ -208,13 +192,14 @@ DataWorker* RuntimeDataPlane::route(const Epoch& e, int from, int to, std::span<
 }
 
 void RuntimeDataPlane::receive(int from, std::span<const std::byte> payload) {
-  if (payload.size() < kHeaderBytes) {
+  const std::optional<DataHeader> header = wire::decode_data_header(payload);
+  if (!header) {
     std::fprintf(stderr, "brisk: rank %d: dropped a data message of %zu bytes from rank %d: shorter than its header\n",
                  rank_, payload.size(), from);
     return;
   }
-  const DataHeader h = decode_header(payload);
-  const std::span<const std::byte> body = payload.subspan(kHeaderBytes);
+  const DataHeader& h = *header;
+  const std::span<const std::byte> body = payload.subspan(kDataHeaderBytes);
   if (h.to == -1) {
     on_plane_message(from, h.epoch, body);
     return;
@@ -244,25 +229,9 @@ void RuntimeDataPlane::receive(int from, std::span<const std::byte> payload) {
 void RuntimeDataPlane::on_plane_message(int from_process, std::uint32_t epoch, std::span<const std::byte> body) {
   try {
     if (body.empty()) throw Error("an empty data-plane message");
-    Reader r(body.subspan(1));
     switch (static_cast<std::uint8_t>(body[0])) {
       case kStartEpoch: {
-        std::vector<int> hosts;
-        r(hosts);
-        if (hosts.empty() || hosts.size() > static_cast<std::size_t>(size_)) {
-          throw Error(fmt::format("an epoch with {} hosts in a job of {} ranks", hosts.size(), size_));
-        }
-        for (std::size_t i = 0; i < hosts.size(); ++i) {
-          const int h = hosts[i];
-          if (h < 0 || h >= size_) throw Error(fmt::format("an epoch with host {} outside [0, {})", h, size_));
-          if (std::find(hosts.begin(), hosts.begin() + static_cast<std::ptrdiff_t>(i), h) !=
-              hosts.begin() + static_cast<std::ptrdiff_t>(i)) {
-            throw Error(fmt::format("an epoch with host {} twice", h));
-          }
-        }
-        if (std::find(hosts.begin(), hosts.end(), rank_) == hosts.end()) {
-          throw Error(fmt::format("an epoch that leaves out rank {}, which is alive", rank_));
-        }
+        const std::vector<int> hosts = wire::decode_epoch_hosts(body.subspan(1), size_, rank_);
         start_epoch(epoch, hosts);
         // Confirmed even when this epoch had started already (a repeated request).
         if (const Epoch& e = *current(); e.number == epoch) {

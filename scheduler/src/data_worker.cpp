@@ -50,6 +50,7 @@ struct DataWorker::Batch {
   // while its RunNode (in the node's slot) lives.
   std::atomic<std::size_t> left{0};
   std::uint64_t first_order = 0;  // the program order of nodes[0] (DataWorker::next_order_)
+  DataWorker* worker = nullptr;    // set by start()
 };
 
 struct DataWorker::Template {
@@ -122,12 +123,17 @@ struct DataWorker::Node {
   } slot{this};
 };
 
-namespace {
 // Gives a finished node back to its batch; the last one frees the batch.
-template <class Batch>
-void release_to(Batch* batch) noexcept {
-  if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) delete batch;
+void DataWorker::release_to(Batch* batch) noexcept {
+  if (batch->left.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  {
+    std::lock_guard lock(batch->worker->batches_mutex_);
+    batch->worker->batches_.erase(batch);
+  }
+  delete batch;
 }
+
+namespace {
 // Copies ready on this thread while it already runs one inline (a trampoline, so
 // that a chain of copies does not recurse).
 thread_local std::vector<std::pair<void*, void*>>* t_inline_queue = nullptr;  // (worker, node)
@@ -194,7 +200,11 @@ Writer DataWorker::message(std::size_t body) const {
   return w;
 }
 
-DataWorker::~DataWorker() = default;
+DataWorker::~DataWorker() {
+  // Commands that never finished (a recv whose copy never came, and what waits behind
+  // it: a worker a rollback cancelled) still hold their batches.
+  for (Batch* b : batches_) delete b;
+}
 
 void DataWorker::cancel() noexcept {
   cancelled_.store(true, std::memory_order_seq_cst);
@@ -385,13 +395,13 @@ void DataWorker::on_dataset(Reader& r) {
 }
 
 DataWorker::Instance* DataWorker::instance(const detail::DataAccess& a) {
-  auto& slot = instances_[instance_key(a)];
-  if (!slot) {
-    auto it = datasets_.find(a.dataset);
-    if (it == datasets_.end()) throw Error(fmt::format("a command names data set {}, unknown on rank {}", a.dataset, rank_));
-    slot = std::make_unique<Instance>(it->second.type);
-  }
-  return slot.get();
+  const std::uint64_t key = instance_key(a);
+  if (auto in = instances_.find(key); in != instances_.end()) return in->second.get();
+  // Checked before the table has an entry for it: a malformed command leaves no empty
+  // slot behind (release_values, say, takes every entry for an instance).
+  auto it = datasets_.find(a.dataset);
+  if (it == datasets_.end()) throw Error(fmt::format("a command names data set {}, unknown on rank {}", a.dataset, rank_));
+  return instances_.emplace(key, std::make_unique<Instance>(it->second.type)).first->second.get();
 }
 
 std::shared_ptr<DataWorker::Entry> DataWorker::make_entry(DataCommand cmd) {
@@ -470,6 +480,11 @@ void DataWorker::start(std::unique_ptr<Batch> batch) noexcept {
   // Released in program order (computes then run in that order anyway: push_ready).
   // The last ready() may free the batch: nothing of it is read after that.
   Batch* b = batch.release();
+  b->worker = this;
+  {
+    std::lock_guard lock(batches_mutex_);
+    batches_.insert(b);
+  }
   Node* nodes = b->nodes.get();
   for (std::size_t i = 0, n = b->count; i < n; ++i) ready(&nodes[i]);
 }

@@ -1121,6 +1121,26 @@ TEST(DataPlaneOrderTest, ReadyComputesRunInProgramOrder) {
 // A copy handed over in a buffer that is reused right after the call (a transport's
 // receive buffer) is read before post_view returns: in place when its recv waits for
 // it, kept as a copy when it comes first.
+// A command naming an unknown data set is dropped whole: it leaves no empty entry in
+// the worker's table of partitions, which a rollback's cancel walks to free them
+// (found by tests/fuzz/data_fuzzer: the walk dereferenced the empty entry).
+TEST_F(DataWorkerMalformedTest, ACommandNamingAnUnknownDataSetLeavesNoEmptyPartitionBehind) {
+  DataController& c = f_.controller();
+  const std::uint32_t ds = c.create("known", log_type(), {1, 1});
+  c.sync();
+  DataWorker& w = f_.worker(1);
+  brisk::DataCommand cmd;
+  cmd.kind = brisk::DataCommand::kCompute;
+  cmd.function = id_of(dp_append);
+  cmd.accesses = {rw(ds, 0), rw(ds + 40, 0)};
+  cmd.args = brisk::to_bytes(1);
+  EXPECT_FALSE(w.handle(0, commands_message({cmd})));
+  EXPECT_EQ(w.malformed(), 1u);
+  expect_still_works(ds);
+  w.cancel();  // frees every partition's value: none is missing
+  EXPECT_TRUE(w.cancelled());
+}
+
 TEST_F(DataWorkerMalformedTest, ACopyInABorrowedBufferIsReadBeforeTheCallReturns) {
   DataController& c = f_.controller();
   const std::uint32_t ds = c.create("borrowed", log_type(), {1, 1});
@@ -1265,6 +1285,53 @@ TEST_P(DataPlaneTest, FetchReturnsTheVersionAsOfTheCall) {
 std::size_t heap_in_use() {
   const struct mallinfo2 m = mallinfo2();
   return m.uordblks + m.hblkhd;
+}
+
+// Runs what it is given on the calling thread, when asked.
+class QueueExecutor final : public brisk::detail::Executor {
+ public:
+  void submit(brisk::detail::TaskBase* task) noexcept override { queue_.push_back(task); }
+  void block_begin() noexcept override {}
+  void block_end() noexcept override {}
+  int current_worker() const noexcept override { return 0; }
+  void run_all() {
+    while (!queue_.empty()) {
+      brisk::detail::TaskBase* t = queue_.front();
+      queue_.pop_front();
+      t->run();
+      delete t;
+    }
+  }
+
+ private:
+  std::deque<brisk::detail::TaskBase*> queue_;
+};
+
+// A worker destroyed while commands wait (a recv whose copy never came, a compute
+// behind it: a worker a rollback cancelled) frees them with their batch (found by
+// tests/fuzz/data_fuzzer under LeakSanitizer).
+TEST(DataWorkerLifetimeTest, CommandsThatNeverRanAreFreedWithTheWorker) {
+  Watchdog watchdog{std::chrono::seconds(30)};
+  constexpr int kWorkers = 64;
+  constexpr std::size_t kParams = 256 << 10;  // held by each batch
+  const std::size_t before = heap_in_use();
+  for (int i = 0; i < kWorkers; ++i) {
+    QueueExecutor executor;
+    DataWorker w(1, executor, [](int, Bytes) {});
+    brisk::Writer ds;
+    ds(std::uint32_t{0}, log_type()->id, std::string("a"), std::vector<std::int32_t>{1});
+    ASSERT_TRUE(w.handle(0, message(DataMessage::kDataSet, ds)));
+    brisk::DataCommand append;
+    append.kind = brisk::DataCommand::kCompute;
+    append.function = id_of(dp_append);
+    append.accesses = {rw(0, 0)};
+    append.args = brisk::to_bytes(1);
+    ASSERT_TRUE(w.handle(0, commands_message({recv_command(0, 0, 5, 0), append}, {Bytes(kParams)})));
+    executor.run_all();
+    EXPECT_EQ(w.outstanding(), 2);
+    if (i % 2 == 1) w.cancel();  // as a rollback leaves it
+  }
+  EXPECT_LT(heap_in_use(), before + kWorkers * kParams / 4) << "the waiting commands' batches were not freed";
 }
 
 TEST_P(DataPlaneTest, ForgottenFetchesAreDropped) {

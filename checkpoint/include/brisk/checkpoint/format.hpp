@@ -20,12 +20,18 @@
 //                     {path: string, size: u64, crc32c: u32, rank: u32}
 //
 // Every dataset is a 1-D array of bytes (H5T_STD_U8LE), contiguous, so `h5dump`
-// and `h5py` read it directly. A name is stored with '%', '/', control characters
+// and `h5py` read it directly. Files (and shards) are written in HDF5's file format
+// 1.8 or later, whose metadata (superblock, object headers, B-trees, heaps) carries
+// checksums that HDF5 checks before decoding: damaged metadata is an error. Files
+// written in the earliest HDF5 format (by brisk before this) are still read; HDF5
+// 1.10.8 crashed on some of those when damaged in metadata (docs/fuzzing.md). A name is stored with '%', '/', control characters
 // and a lone "." escaped as %XX (a name may contain '/'). manifest_crc32c is the
 // CRC-32C of brisk::to_bytes(std::tuple{format, ranks, sequence, created_unix_ns,
 // brisk_version, records}) with records a std::vector of std::tuple{path, size,
 // crc32c, rank}: it covers the attributes and the manifest, so metadata damage is
-// detected too. Checksums are CRC-32C (Castagnoli), as brisk::crc32c.
+// detected too; `created` is not in it, and a reader requires it to be
+// the ISO 8601 form of created_unix_ns, as the writer makes it. Checksums are CRC-32C
+// (Castagnoli), as brisk::crc32c.
 //
 // Shards: a job can write its objects without any collective (the brisk runtime does
 // on the ucx backend, so that a rank dying mid-checkpoint blocks nobody): each rank
@@ -104,7 +110,7 @@ std::string checkpoint_shard_name(std::uint64_t sequence, std::string_view tag, 
 
 // "held/3/<32 hex digits>": the copy of object (hi, lo), owned by rank `owner`, that
 // another rank held for it. parse_checkpoint_held_name takes such a name apart
-// (false for any other name).
+// (false for any other name, and for another spelling of one: "held/012/...").
 inline constexpr std::string_view kCheckpointHeldPrefix = "held/";
 std::string checkpoint_held_name(int owner, std::uint64_t hi, std::uint64_t lo);
 bool parse_checkpoint_held_name(std::string_view name, int* owner, std::uint64_t* hi, std::uint64_t* lo);

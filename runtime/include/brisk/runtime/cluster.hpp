@@ -56,6 +56,10 @@ namespace brisk {
 class LocalScheduler;
 class ControlPlane;
 class CheckpointReader;
+namespace wire {
+struct TaskSpecHeader;
+struct Located;
+}  // namespace wire
 
 struct ClusterStats {
   std::uint64_t tasks_sent = 0;       // tasks this rank encoded for another rank
@@ -332,8 +336,7 @@ class Cluster final : public detail::Executor,
     bool alive = true;
   };
   class ResultForwarder;
-  struct SpecHeader;
-  bool read_spec_header(Rank from, Reader& r, SpecHeader& header);
+  bool read_spec_header(Rank from, Reader& r, wire::TaskSpecHeader& header);
 
   void progress_main();
   void wake_progress() noexcept;  // wakes the progress thread if it sleeps
@@ -354,9 +357,9 @@ class Cluster final : public detail::Executor,
   void handle_result(Rank from, std::span<const std::byte> record);
   void handle_refcount(Rank from, std::span<const std::byte> record);
   void handle_control(Rank from, std::span<const std::byte> payload);
-  // Runs `read` on a control message's body; a read that throws reports it malformed.
-  void read_control(Rank from, std::span<const std::byte> body, const char* what,
-                    const std::function<void(Reader&)>& read);
+  // Runs `handle` (which decodes a control message and applies it); one that throws
+  // reports the message malformed.
+  void read_control(Rank from, const char* what, const std::function<void()>& handle);
   // Sends a control message to every other rank not known dead.
   void send_to_live_ranks(std::span<const std::byte> control);
   void malformed(Rank from, const std::string& why);
@@ -428,8 +431,8 @@ class Cluster final : public detail::Executor,
   // Waits until the fill count of `copy` reaches at least `at_least` (and returns the
   // count seen), or its holder is lost (returns what it saw then, less than asked).
   std::uint64_t await_fill(const detail::RemoteCopy& copy, std::uint64_t at_least);
-  void handle_locate(Rank from, Reader& r);
-  void handle_located(Rank from, Reader& r);
+  void handle_locate(Rank from, ObjectId id);
+  void handle_located(Rank from, wire::Located answer);
   std::shared_ptr<const ErrorInfo> lost_error(detail::ObjectState* object, std::string why);
   // Owner: checkpoint `sequence` (`file`) holds these objects (id, holder): their
   // lineage goes.

@@ -27,6 +27,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "brisk/core/data.hpp"
@@ -46,6 +47,9 @@ class DataWorker {
   // that it can send the buffer as it is instead of copying the message behind them.
   static constexpr std::size_t kMaxHeadroom = 64;
   DataWorker(int rank, detail::Executor& executor, Send send, EventLog* events = nullptr, std::size_t headroom = 0);
+  // Requires that no command of this worker is queued in or run by the executor (it
+  // ran them all, or shut down); commands that never became ready (a recv whose copy
+  // never came) are freed here.
   ~DataWorker();
   DataWorker(const DataWorker&) = delete;
   DataWorker& operator=(const DataWorker&) = delete;
@@ -140,6 +144,8 @@ class DataWorker {
   void execute(Node* node) noexcept;
   void complete(Node* node) noexcept;
   void report_failure(const char* function, const std::string& message) noexcept;
+  // Gives a finished node back to its batch; the last one frees the batch.
+  static void release_to(Batch* batch) noexcept;
   // A writer for a message of about `body` bytes, the headroom written.
   Writer message(std::size_t body = 0) const;
   // Frees every instance's value (a cancelled worker, once no command runs).
@@ -180,6 +186,9 @@ class DataWorker {
   std::deque<std::pair<int, std::vector<std::byte>>> inbox_;
   bool draining_ = false;
   std::atomic<int> in_hand_{0};  // messages taken from the inbox and being handled
+
+  std::mutex batches_mutex_;
+  std::unordered_set<Batch*> batches_;  // started and not finished (freed with the worker)
 
   std::atomic<bool> cancelled_{false};
   std::atomic<bool> released_{false};
