@@ -44,7 +44,9 @@
 //
 // --kill-rank=R --kill-at-step=K puts the fault at a fixed point instead (regression
 // tests): once every result of graph step K is complete, rank R is killed, then the
-// results are read.
+// results are read. --kill-actor --kill-at-step=K kills, the same way, the rank of an
+// actor that made large results, in the first graph step from K on that has one off
+// rank 0 (where actors land depends on the ranks' loads).
 #include <signal.h>
 #include <unistd.h>
 
@@ -385,6 +387,7 @@ struct Settings {
   // every result of graph step kill_at_step is complete, rank kill_rank is killed,
   // then the results are read.
   int kill_rank = -1, kill_at_step = -1;
+  bool kill_actor = false;  // the victim: the rank of an actor that made large results
 };
 
 enum class NodeKind { kPlain, kNested, kBig, kArray, kActor, kActorBig, kPut };
@@ -662,6 +665,9 @@ void wait_all(const std::vector<AnyRef>& refs) {
   (void)brisk::wait(c);
 }
 
+bool g_killed = false;  // --kill-rank, --kill-actor: done (once, whatever rollbacks follow)
+constexpr int kKillActor = -2;  // run_graph's victim: an actor's rank (--kill-actor)
+
 // Kills `rank` (SIGKILL, from a task pinned there) and waits until this rank knows.
 void kill_rank(int rank) {
   (void)brisk::task(die).resources({{"rank" + std::to_string(rank), 1}}).remote();
@@ -718,9 +724,18 @@ u64 run_graph(const Step& st, const std::vector<brisk::Ref<Words>>& anchors, Fai
     }
     if (n.get_after) early[j] = read_node(refs.back(), f, where(j));
   }
+  if (kill == kKillActor) {  // the first actor off rank 0 that made a large result
+    for (std::size_t j = 0; j < st.nodes.size() && kill == kKillActor; ++j) {
+      const Node& n = st.nodes[j];
+      if (n.kind != NodeKind::kActorBig) continue;
+      const int r = rank_of(actors[static_cast<std::size_t>(n.actor)]);
+      if (r > 0) kill = r;
+    }
+  }
   if (kill >= 0) {
     wait_all(refs);
     kill_rank(kill);
+    g_killed = true;
   }
   std::vector<u64> d(st.nodes.size());
   for (int j : st.get_order) {
@@ -747,7 +762,6 @@ void print_json(const nlohmann::ordered_json& j) {
 }
 
 int g_driver_runs = 0;
-bool g_killed = false;  // --kill-rank: done (once, whatever rollbacks follow)
 Clock::time_point g_start;
 
 int drive(const Settings& s) {
@@ -805,9 +819,8 @@ int drive(const Settings& s) {
       for (int p = 0; p < s.parts; ++p) parts.push_back(field.fetch(static_cast<std::size_t>(p)));
       digest = field_digest(parts);
     } else {
-      const bool kill_now = at.step == s.kill_at_step && !g_killed;
-      if (kill_now) g_killed = true;
-      digest = run_graph(st, anchors, f, kill_now ? s.kill_rank : -1);
+      const bool armed = s.kill_at_step >= 0 && !g_killed && (s.kill_actor ? at.step >= s.kill_at_step : at.step == s.kill_at_step);
+      digest = run_graph(st, anchors, f, !armed ? -1 : s.kill_actor ? kKillActor : s.kill_rank);
     }
     at.digests.push_back(digest);
     const bool right = digest == want.steps[static_cast<std::size_t>(at.step)];
@@ -888,9 +901,12 @@ int drive(const Settings& s) {
   nlohmann::ordered_json steps = nlohmann::ordered_json::array(), body_runs = nlohmann::ordered_json::object();
   u64 all = 0, all_want = 0;
   bool ok = g_tally.wrong_steps == 0 && g_tally.lost == 0 && g_tally.errors == 0 && g_tally.corrupt == 0;
-  if (s.kill_rank >= 0 && !g_killed) {
+  if (s.kill_at_step >= 0 && !g_killed) {
     ok = false;
-    if (g_tally.first_error.empty()) g_tally.first_error = "--kill-at-step names no graph step: nothing was killed";
+    if (g_tally.first_error.empty()) {
+      g_tally.first_error = s.kill_actor ? "no graph step from --kill-at-step on had an actor off rank 0 that made a large result: nothing was killed"
+                                         : "--kill-at-step names no graph step: nothing was killed";
+    }
   }
   for (std::size_t i = 0; i < plan.steps.size(); ++i) {
     const u64 d = i < at.digests.size() ? at.digests[i] : 0;
@@ -946,7 +962,10 @@ std::optional<Settings> parse(const std::vector<std::string>& args, std::string&
   app.add_flag("--quiet", s.quiet, "no line per step");
   app.add_option("--kill-rank", s.kill_rank, "kill this rank (not 0) once the results of --kill-at-step are complete")
       ->check(CLI::Range(1, 1 << 20));
-  app.add_option("--kill-at-step", s.kill_at_step, "the graph step of --kill-rank")->check(CLI::Range(0, 1000));
+  app.add_flag("--kill-actor", s.kill_actor,
+               "instead of --kill-rank: kill the rank (not 0) of an actor that made a large result, in the first graph "
+               "step from --kill-at-step on that has one");
+  app.add_option("--kill-at-step", s.kill_at_step, "the graph step of --kill-rank or --kill-actor")->check(CLI::Range(0, 1000));
   std::vector<std::string> argv(args.rbegin(), args.rend());
   if (!argv.empty()) argv.pop_back();  // argv[0]
   try {
@@ -966,8 +985,12 @@ std::optional<Settings> parse(const std::vector<std::string>& args, std::string&
   }
   s.work_min_us = lo;
   s.work_max_us = hi;
-  if ((s.kill_rank < 0) != (s.kill_at_step < 0)) {
-    why = "--kill-rank and --kill-at-step go together";
+  if (s.kill_rank >= 0 && s.kill_actor) {
+    why = "--kill-rank and --kill-actor exclude each other";
+    return std::nullopt;
+  }
+  if ((s.kill_rank >= 0 || s.kill_actor) != (s.kill_at_step >= 0)) {
+    why = "--kill-at-step goes with --kill-rank or --kill-actor";
     return std::nullopt;
   }
   return s;

@@ -28,33 +28,14 @@
 #include "brisk/scheduler/data_protocol.hpp"
 #include "brisk/scheduler/data_worker.hpp"
 #include "data_tasks.hpp"
+#include "testing/inline_executor.hpp"
 
 namespace {
 
 using Bytes = std::span<const std::byte>;
 
-// Runs what it is given, in order, when asked (the worker's commands and drains).
-class InlineExecutor final : public brisk::detail::Executor {
- public:
-  void submit(brisk::detail::TaskBase* task) noexcept override { queue_.push_back(task); }
-  void block_begin() noexcept override {}
-  void block_end() noexcept override {}
-  int current_worker() const noexcept override { return 0; }
-  void run_all() {
-    while (!queue_.empty()) {
-      brisk::detail::TaskBase* t = queue_.front();
-      queue_.pop_front();
-      t->run();
-      delete t;
-    }
-  }
-
- private:
-  std::deque<brisk::detail::TaskBase*> queue_;
-};
-
 struct Rank1 {
-  InlineExecutor executor;
+  brisk::testing::InlineExecutor executor;
   int loopbacks = 0;  // messages the worker sent itself, bounded per input
   std::vector<std::byte> restore_bytes;  // what the restore loader serves
   brisk::DataController controller{2, [](int, std::vector<std::byte>) {}};

@@ -43,6 +43,7 @@
 #include "brisk/scheduler/roles.hpp"
 #include "data_tasks.hpp"
 #include "hdf5_util.hpp"
+#include "testing/inline_executor.hpp"
 
 namespace {
 
@@ -132,32 +133,13 @@ brisk::ErrorInfo error_of() {
 // Data plane: a controller and two workers in one thread, every message delivered in
 // order by a pump; the traffic rank 1 receives is recorded.
 
-class InlineExecutor final : public brisk::detail::Executor {
- public:
-  void submit(brisk::detail::TaskBase* task) noexcept override { queue_.push_back(task); }
-  void block_begin() noexcept override {}
-  void block_end() noexcept override {}
-  int current_worker() const noexcept override { return 0; }
-  bool run_one() {
-    if (queue_.empty()) return false;
-    brisk::detail::TaskBase* t = queue_.front();
-    queue_.pop_front();
-    t->run();
-    delete t;
-    return true;
-  }
-
- private:
-  std::deque<brisk::detail::TaskBase*> queue_;
-};
-
 struct DataPlane {
   struct Wire {
     int from, to;
     Bytes bytes;
   };
   std::deque<Wire> wire;
-  InlineExecutor executors[2];
+  brisk::testing::InlineExecutor executors[2];
   std::unique_ptr<brisk::DataWorker> workers[2];
   std::unique_ptr<brisk::DataController> controller;
   std::vector<Bytes> to_rank1;  // [target][from][bytes] for the data fuzzer

@@ -38,6 +38,7 @@
 #include "brisk/scheduler/data_protocol.hpp"
 #include "brisk/scheduler/data_worker.hpp"
 #include "brisk/scheduler/local_scheduler.hpp"
+#include "testing/inline_executor.hpp"
 
 namespace {
 
@@ -1287,26 +1288,6 @@ std::size_t heap_in_use() {
   return m.uordblks + m.hblkhd;
 }
 
-// Runs what it is given on the calling thread, when asked.
-class QueueExecutor final : public brisk::detail::Executor {
- public:
-  void submit(brisk::detail::TaskBase* task) noexcept override { queue_.push_back(task); }
-  void block_begin() noexcept override {}
-  void block_end() noexcept override {}
-  int current_worker() const noexcept override { return 0; }
-  void run_all() {
-    while (!queue_.empty()) {
-      brisk::detail::TaskBase* t = queue_.front();
-      queue_.pop_front();
-      t->run();
-      delete t;
-    }
-  }
-
- private:
-  std::deque<brisk::detail::TaskBase*> queue_;
-};
-
 // A worker destroyed while commands wait (a recv whose copy never came, a compute
 // behind it: a worker a rollback cancelled) frees them with their batch (found by
 // tests/fuzz/data_fuzzer under LeakSanitizer).
@@ -1316,7 +1297,7 @@ TEST(DataWorkerLifetimeTest, CommandsThatNeverRanAreFreedWithTheWorker) {
   constexpr std::size_t kParams = 256 << 10;  // held by each batch
   const std::size_t before = heap_in_use();
   for (int i = 0; i < kWorkers; ++i) {
-    QueueExecutor executor;
+    brisk::testing::InlineExecutor executor;
     DataWorker w(1, executor, [](int, Bytes) {});
     brisk::Writer ds;
     ds(std::uint32_t{0}, log_type()->id, std::string("a"), std::vector<std::int32_t>{1});
