@@ -9,6 +9,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libfmt-dev nlohmann-json3-dev libcereal-dev
   libpng-dev
+  # apps/rl draws its charts with gnuplot (pngcairo terminal, no X11).
+  gnuplot-nox
   libhdf5-openmpi-dev hdf5-tools
   python3
   # The fuzzers (tests/fuzz) are built with clang and its libFuzzer runtime, which

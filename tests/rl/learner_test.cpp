@@ -190,7 +190,7 @@ TEST(LearnerTest, DISABLED_TrainsForTwoMinutes) {
   std::vector<Series> series;
   for (std::uint64_t seed : {1, 2, 3}) {
     const std::vector<CurvePoint> curve = train(test_config(), seed, 1 << 30, 120.0);
-    Series s{"SEED " + std::to_string(seed), {}, {}};
+    Series s{"seed " + std::to_string(seed), {}, {}};
     for (std::size_t i = 0; i + 100 <= curve.size(); i += 100) {
       s.x.push_back(curve[i + 99].wall_s);
       s.y.push_back(mean_reward(curve, i, i + 100));
@@ -203,7 +203,7 @@ TEST(LearnerTest, DISABLED_TrainsForTwoMinutes) {
     series.push_back(std::move(s));
   }
   write_plot_png((dir / "brisk_rl_curves.png").string(), series,
-                 {.title = "PONG A2C, 16 ENVS, ONE CORE", .x_label = "WALL S", .y_label = "MEAN REWARD"});
+                 {.title = "Pong A2C, 16 environments, one core", .x_label = "wall s", .y_label = "mean reward"});
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -45,14 +46,86 @@ TEST(ReportTest, CurveCsvHasAHeaderAndOneLinePerPoint) {
   EXPECT_NE(text.find("\n3,1536,1.5,,2,"), std::string::npos);  // no episode ended: empty cell
 }
 
-TEST(ReportTest, PlotIsAPngOfTheRequestedSize) {
-  Series a{"RANDOM", {0, 1, 2, 3}, {-4, -4.2, NAN, -3.9}}, b{"A2C", {0, 1, 2, 3}, {-4, -1, 2.5, 4.6}};
+TEST(ReportTest, PlotIsAGnuplotPngOfTheRequestedSize) {
+  Series a{"random", {0, 1, 2, 3}, {-4, -4.2, NAN, -3.9}}, b{"it's", {0, 1, 2, 3}, {-4, -1, 2.5, 4.6}};
   const std::string path = temp_path("plot.png");
+  std::filesystem::remove(path);
   write_plot_png(path, {a, b},
-                 {.width = 320, .height = 200, .title = "Curve", .x_label = "s", .y_label = "reward"});
-  EXPECT_EQ(png_size(read(path)), std::make_pair(320, 200));
-  write_plot_png(path, {});  // nothing to plot still makes an image
+                 {.width = 320, .height = 200, .title = "Curve_1", .x_label = "s", .y_label = "reward"});
+  const std::string png = read(path);
+  EXPECT_EQ(png_size(png), std::make_pair(320, 200));
+  // What gnuplot read is left beside the PNG: the points, and the script with the
+  // options and names (a quote doubled inside gnuplot's single-quoted strings).
+  const std::string data = read(temp_path("plot.dat"));
+  EXPECT_NE(data.find("\n1 -4.2\n\n3 -3.9\n"), std::string::npos) << data;  // NaN breaks the line
+  EXPECT_NE(data.find("points alone\n3 -3.9\n"), std::string::npos) << data;  // drawn as a dot
+  EXPECT_NE(data.find("\n3 4.6"), std::string::npos) << data;
+  const std::string script = read(temp_path("plot.gp"));
+  EXPECT_NE(script.find("size 320,200"), std::string::npos) << script;
+  EXPECT_NE(script.find("set title 'Curve_1'"), std::string::npos) << script;
+  EXPECT_NE(script.find("title 'it''s'"), std::string::npos) << script;
+}
+
+TEST(ReportTest, NothingToPlotStillMakesAnImage) {
+  const std::string path = temp_path("empty.png");
+  write_plot_png(path, {});
   EXPECT_EQ(png_size(read(path)), std::make_pair(640, 400));
+  // A series with no finite point is a legend entry and nothing else.
+  write_plot_png(path, {{"none", {0, 1}, {NAN, INFINITY}}},
+                 {.width = 200, .height = 150, .title = "Nothing", .x_label = "x", .y_label = "y"});
+  EXPECT_EQ(png_size(read(path)), std::make_pair(200, 150));
+}
+
+TEST(ReportTest, PlotIntoAMissingDirectoryThrowsNamingThePath) {
+  const std::string path = temp_path("missing_dir/x.png");
+  try {
+    write_plot_png(path, {{"a", {0, 1}, {0, 1}}});
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+TEST(ReportTest, GnuplotsOwnMessageIsInTheError) {
+  // The data and script can be written, but gnuplot cannot open a directory as its output.
+  const std::string path = temp_path("a_directory.png");
+  std::filesystem::create_directories(path);
+  try {
+    write_plot_png(path, {{"a", {0, 1}, {0, 1}}});
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+    EXPECT_NE(what.find("gnuplot failed"), std::string::npos) << what;
+    EXPECT_NE(what.find("cannot open file"), std::string::npos) << what;  // gnuplot's words
+  }
+}
+
+TEST(ReportTest, MissingGnuplotIsNamedInTheError) {
+  const std::string path = temp_path("no_gnuplot.png");
+  std::filesystem::remove(path);
+  const char* old_path = std::getenv("PATH");
+  const std::string saved = old_path ? old_path : "";
+  ::setenv("PATH", "/nonexistent", 1);
+  std::string what;
+  try {
+    write_plot_png(path, {{"a", {0, 1}, {0, 1}}});
+  } catch (const std::runtime_error& e) {
+    what = e.what();
+  }
+  if (old_path) {
+    ::setenv("PATH", saved.c_str(), 1);
+  } else {
+    ::unsetenv("PATH");
+  }
+  EXPECT_NE(what.find("gnuplot was not found"), std::string::npos) << what;
+  EXPECT_NE(what.find(path), std::string::npos) << what;
+  EXPECT_FALSE(std::filesystem::exists(path));  // the chart is gnuplot's, nothing else draws it
+}
+
+TEST(ReportTest, TooSmallAPlotThrows) {
+  const PlotOptions small{.width = 100, .height = 100, .title = "", .x_label = "", .y_label = ""};
+  EXPECT_THROW(write_plot_png(temp_path("small.png"), {}, small), std::runtime_error);
 }
 
 TEST(ReportTest, FramePngIsScaled) {
@@ -63,7 +136,7 @@ TEST(ReportTest, FramePngIsScaled) {
   EXPECT_EQ(png_size(read(path)), std::make_pair(3 * kFrameSide, 3 * kFrameSide));
 }
 
-TEST(ReportTest, UnwritablePathThrowsNamingIt) {
+TEST(ReportTest, UnwritableCsvPathThrowsNamingIt) {
   const std::string path = temp_path("missing_dir/x.csv");
   try {
     write_curve_csv(path, {});
@@ -71,7 +144,6 @@ TEST(ReportTest, UnwritablePathThrowsNamingIt) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
   }
-  EXPECT_THROW(write_plot_png(temp_path("missing_dir/x.png"), {}), std::runtime_error);
 }
 
 }  // namespace

@@ -166,9 +166,9 @@ int learn(const Args& a) {
     baseline.y = {random, random};
   }
   brisk_rl::PlotOptions po;
-  po.title = "PONG: MEAN REWARD OF THE LAST 100 EPISODES";
-  po.x_label = "STEPS";
-  po.y_label = "REWARD";
+  po.title = "Pong: mean reward of the last 100 episodes";
+  po.x_label = "environment steps";
+  po.y_label = "reward per episode";
   brisk_rl::write_plot_png(png, {trained, baseline}, po);
   // The last tenth of the episodes against the random policy.
   const auto& e = r.episode_rewards;

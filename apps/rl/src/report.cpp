@@ -1,16 +1,23 @@
 #include "brisk_rl/report.hpp"
 
+#include <fcntl.h>
 #include <png.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <string_view>
+
+extern char** environ;
 
 namespace brisk_rl {
 namespace {
@@ -30,83 +37,172 @@ void write_png(const std::string& path, const std::uint8_t* pixels, int width, i
   }
 }
 
-// 3x5 glyphs, one octal digit per row (top first), the high bit the left column.
-constexpr std::string_view kGlyphChars = "0123456789-.ABCDEFGHIJKLMNOPQRSTUVWXYZ_:/()+=,%";
-constexpr std::uint16_t kGlyphs[] = {
-    075557, 026227, 071747, 071717, 055711, 074717, 074757, 071111, 075757, 075717, 000700, 000002,
-    025755, 065656, 034443, 065556, 074647, 074644, 034553, 055755, 072227, 011152, 055655, 044447,
-    057755, 075555, 025552, 065644, 025563, 065655, 034216, 072222, 055557, 055552, 055775, 055255,
-    055222, 071247, 000007, 002020, 011244, 012221, 042224, 002720, 007070, 000024, 051245};
-static_assert(std::size(kGlyphs) == kGlyphChars.size());
-
-struct Rgb {
-  std::uint8_t r, g, b;
-};
-constexpr Rgb kBlack{0, 0, 0}, kWhite{255, 255, 255}, kGrid{225, 225, 225};
-constexpr Rgb kPalette[] = {{31, 119, 180}, {214, 39, 40},   {44, 160, 44},
-                            {255, 127, 14}, {148, 103, 189}, {23, 190, 207}};
-
-Rgb series_color(std::size_t k) { return kPalette[k % std::size(kPalette)]; }
-
-class Canvas {
- public:
-  Canvas(int width, int height) : width_(width), height_(height), pixels_(3u * width * height, 255) {}
-
-  void dot(int x, int y, Rgb c) {
-    if (x < 0 || y < 0 || x >= width_ || y >= height_) return;
-    std::uint8_t* p = &pixels_[3u * (std::size_t(y) * width_ + x)];
-    p[0] = c.r, p[1] = c.g, p[2] = c.b;
+// A string as a gnuplot single-quoted literal: nothing inside is special but the
+// quote, written twice. Line breaks and other control characters become spaces,
+// since a script line cannot hold them.
+std::string gnuplot_literal(std::string_view text) {
+  std::string out = "'";
+  for (char c : text) {
+    if (c == '\'') out += "''";
+    else out += static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? ' ' : c;
   }
-  void fill(int x, int y, int w, int h, Rgb c) {
-    for (int j = y; j < y + h; ++j)
-      for (int i = x; i < x + w; ++i) dot(i, j, c);
-  }
-  // Bresenham, `thick` pixels wide.
-  void line(int x0, int y0, int x1, int y1, Rgb c, int thick = 1) {
-    const int dx = std::abs(x1 - x0), dy = -std::abs(y1 - y0);
-    const int sx = x0 < x1 ? 1 : -1, sy = y0 < y1 ? 1 : -1;
-    for (int err = dx + dy;;) {
-      fill(x0, y0, thick, thick, c);
-      if (x0 == x1 && y0 == y1) return;
-      const int e2 = 2 * err;
-      if (e2 >= dy) err += dy, x0 += sx;
-      if (e2 <= dx) err += dx, y0 += sy;
-    }
-  }
-  // Returns the width drawn.
-  int text(int x, int y, std::string_view s, Rgb c, int scale = 2) {
-    for (std::size_t k = 0; k < s.size(); ++k) {
-      const char ch = static_cast<char>(std::toupper(static_cast<unsigned char>(s[k])));
-      const std::size_t g = kGlyphChars.find(ch);
-      if (g == std::string_view::npos) continue;  // spaces and unknown characters
-      for (int row = 0; row < 5; ++row)
-        for (int col = 0; col < 3; ++col)
-          if (kGlyphs[g] >> (3 * (4 - row) + 2 - col) & 1)
-            fill(x + int(k) * 4 * scale + col * scale, y + row * scale, scale, scale, c);
-    }
-    return static_cast<int>(s.size()) * 4 * scale;
-  }
-  const std::uint8_t* data() const { return pixels_.data(); }
-
- private:
-  int width_, height_;
-  std::vector<std::uint8_t> pixels_;
-};
-
-std::string number(double v) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%g", std::abs(v) < 1e-12 ? 0.0 : v);
-  return buffer;
+  return out + "'";
 }
 
-// Evenly spaced round values (1, 2 or 5 times a power of ten) covering [lo, hi].
-std::vector<double> ticks(double lo, double hi) {
+// The shortest text that reads back as exactly v.
+std::string shortest(double v) {
+  char buffer[32];
+  return {buffer, std::to_chars(buffer, buffer + sizeof buffer, v).ptr};
+}
+
+// The tab10 colours, by series.
+constexpr const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#17becf"};
+
+// What gnuplot reads: for each series with finite points, one data block of its
+// runs (the points between non-finite ones, apart by one blank line), and after
+// it, where the series has runs of one point, which a line cannot show, a block
+// of those points to draw as dots. Blocks stand apart by two blank lines.
+struct PlotData {
+  std::string text;
+  std::vector<int> line_block, dot_block;  // by series; -1: none
+  double x_lo = INFINITY, x_hi = -INFINITY;  // over all finite points
+};
+
+PlotData plot_data(const std::vector<Series>& series) {
+  PlotData data{{}, std::vector<int>(series.size(), -1), std::vector<int>(series.size(), -1)};
+  int blocks = 0;
+  const auto start_block = [&](const std::string& comment) {
+    data.text += (blocks > 0 ? "\n\n# " : "# ") + comment + '\n';
+    return blocks++;
+  };
+  const auto point = [](double x, double y) { return shortest(x) + ' ' + shortest(y) + '\n'; };
+  for (std::size_t k = 0; k < series.size(); ++k) {
+    const Series& s = series[k];
+    const std::size_t n = std::min(s.x.size(), s.y.size());
+    const auto finite = [&](std::size_t i) { return i < n && std::isfinite(s.x[i]) && std::isfinite(s.y[i]); };
+    std::string dots;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!finite(i)) continue;
+      if (data.line_block[k] < 0) data.line_block[k] = start_block(gnuplot_literal(s.name));
+      else if (!finite(i - 1)) data.text += '\n';
+      data.text += point(s.x[i], s.y[i]);
+      if ((i == 0 || !finite(i - 1)) && !finite(i + 1)) dots += point(s.x[i], s.y[i]);
+      data.x_lo = std::min(data.x_lo, s.x[i]), data.x_hi = std::max(data.x_hi, s.x[i]);
+    }
+    if (!dots.empty()) {
+      data.dot_block[k] = start_block(gnuplot_literal(s.name) + ", points alone");
+      data.text += dots;
+    }
+  }
+  return data;
+}
+
+// A round tick spacing (1, 2 or 5 times a power of ten) giving about 5 ticks over
+// [lo, hi]; gnuplot's own choice crowds long labels such as 1.2e+06.
+double tick_step(double lo, double hi) {
   const double raw = (hi - lo) / 5;
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
-  const double step = raw / power < 1.5 ? power : raw / power < 3.5 ? 2 * power : 5 * power;
-  std::vector<double> out;
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step) out.push_back(t);
-  return out;
+  return raw / power < 1.5 ? power : raw / power < 3.5 ? 2 * power : 5 * power;
+}
+
+// Writes one of the files that gnuplot reads to draw the chart at `png`.
+void write_for_chart(const std::string& png, const std::string& file, const std::string& text) {
+  std::ofstream out(file);
+  out << text;
+  out.close();
+  if (!out) fail(png, "cannot write " + file + ": " + std::strerror(errno));
+}
+
+// The script that draws the chart; ARG1 is the PNG's path, ARG2 the data's.
+std::string plot_script(const std::vector<Series>& series, const PlotData& data, const PlotOptions& options) {
+  // Text at gnuplot's usual size on a 640x400 chart, smaller on a smaller one.
+  const double font_scale =
+      std::clamp(std::min(options.width / 640.0, options.height / 400.0), 0.6, 1.0);
+  const std::string size = std::to_string(options.width) + "," + std::to_string(options.height) +
+                           " fontscale " + shortest(font_scale) + " noenhanced";
+  std::string script =
+      "# Draws a chart written by brisk_rl::write_plot_png:\n"
+      "#   gnuplot -c this.gp chart.png chart.dat\n"
+      "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+      "  set terminal pngcairo size " + size + "\n"
+      "} else {\n"
+      "  set terminal png size " + size + "\n"
+      "}\n"
+      "set output ARG1\n"
+      "set title " + gnuplot_literal(options.title) + "\n"
+      "set xlabel " + gnuplot_literal(options.x_label) + "\n"
+      "set ylabel " + gnuplot_literal(options.y_label) + "\n"
+      "set format x '%g'\n"
+      "set format y '%g'\n"
+      "set grid\n"
+      "set key top left reverse Left box opaque\n";
+  if (!(data.x_lo <= data.x_hi)) {  // nothing to plot: empty axes
+    script += "set xrange [0:1]\nset yrange [0:1]\n";
+  } else {
+    script += "set autoscale xfix\nset offsets 0, 0, graph 0.05, graph 0.05\n";
+    const double step = tick_step(data.x_lo, data.x_hi);
+    if (data.x_hi - data.x_lo > 1e-12 * std::max(1.0, std::abs(data.x_hi)) && std::isfinite(step) && step > 0) {
+      script += "set xtics " + shortest(step) + "\n";
+    }
+  }
+  std::string plots;
+  const auto add = [&](const std::string& what) { plots += (plots.empty() ? "plot " : ", \\\n     ") + what; };
+  for (std::size_t k = 0; k < series.size(); ++k) {
+    const std::string color = std::string(" linecolor rgb '") + kPalette[k % std::size(kPalette)] + "'";
+    const std::string title = " title " + gnuplot_literal(series[k].name);
+    const int lines = data.line_block[k], dots = data.dot_block[k];
+    // A series with no point is still named in the legend.
+    add((lines < 0 ? "NaN" : "ARG2 index " + std::to_string(lines) + " using 1:2") + " with lines linewidth 2" +
+        color + title);
+    if (dots >= 0) {
+      add("ARG2 index " + std::to_string(dots) + " using 1:2 with points pointtype 7 pointsize 0.5" + color +
+          " notitle");
+    }
+  }
+  if (plots.empty()) plots = "plot NaN notitle";
+  return script + plots + "\nunset output\n";
+}
+
+// Runs gnuplot with argv (no shell) and returns its exit status; its stdout and
+// stderr together go to `output`. Throws, naming `png`, when it cannot be started.
+int run_gnuplot(const std::string& png, const std::vector<std::string>& args, std::string& output) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) fail(png, std::string("pipe: ") + std::strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], 2);
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = ::posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(pipe_fds[1]);
+  if (spawned != 0) {
+    ::close(pipe_fds[0]);
+    if (spawned == ENOENT) fail(png, "gnuplot was not found on PATH (install gnuplot-nox)");
+    fail(png, std::string("cannot run gnuplot: ") + std::strerror(spawned));
+  }
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = ::read(pipe_fds[0], buffer, sizeof buffer);
+    if (n > 0) output.append(buffer, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR) break;
+  }
+  ::close(pipe_fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return status;
+}
+
+std::string trimmed(const std::string& text) {
+  const auto space = [](unsigned char c) { return std::isspace(c) != 0; };
+  const auto first = std::ranges::find_if_not(text, space);
+  const auto last = std::find_if_not(text.rbegin(), text.rend(), space).base();
+  return first < last ? std::string(first, last) : std::string();
 }
 
 }  // namespace
@@ -125,75 +221,24 @@ void write_curve_csv(const std::string& path, const std::vector<CurvePoint>& poi
 }
 
 void write_plot_png(const std::string& path, const std::vector<Series>& series, const PlotOptions& options) {
-  const int w = options.width, h = options.height;
-  if (w < 160 || h < 120) fail(path, "a plot needs at least 160x120 pixels");
-  double x_lo = INFINITY, x_hi = -INFINITY, y_lo = INFINITY, y_hi = -INFINITY;
-  for (const Series& s : series) {
-    for (std::size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) {
-      if (std::isnan(s.y[i]) || std::isnan(s.x[i])) continue;
-      x_lo = std::min(x_lo, s.x[i]), x_hi = std::max(x_hi, s.x[i]);
-      y_lo = std::min(y_lo, s.y[i]), y_hi = std::max(y_hi, s.y[i]);
-    }
+  if (options.width < 160 || options.height < 120) fail(path, "a plot needs at least 160x120 pixels");
+  const std::filesystem::path png(path);
+  const std::string data = std::filesystem::path(png).replace_extension(".dat").string();
+  const std::string script = std::filesystem::path(png).replace_extension(".gp").string();
+  if (data == path || script == path) fail(path, "a chart's path must not end in .dat or .gp");
+  const PlotData points = plot_data(series);
+  write_for_chart(path, data, points.text);
+  write_for_chart(path, script, plot_script(series, points, options));
+  std::string output;
+  const int status = run_gnuplot(path, {"gnuplot", "--default-settings", "-c", script, path, data}, output);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    const std::string how = WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status))
+                                              : "signal " + std::to_string(WTERMSIG(status));
+    fail(path, "gnuplot failed (" + how + "): " + trimmed(output));
   }
-  if (!(x_lo <= x_hi)) x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;  // nothing to plot
-  if (x_hi - x_lo < 1e-12) x_lo -= 0.5, x_hi += 0.5;
-  if (y_hi - y_lo < 1e-12) y_lo -= 0.5, y_hi += 0.5;
-  const double pad = 0.05 * (y_hi - y_lo);
-  y_lo -= pad, y_hi += pad;
-
-  Canvas canvas(w, h);
-  const int left = 70, right = w - 15, top = 44, bottom = h - 40;
-  const auto px = [&](double x) {
-    return left + int(std::lround((x - x_lo) / (x_hi - x_lo) * (right - left)));
-  };
-  const auto py = [&](double y) {
-    return bottom - int(std::lround((y - y_lo) / (y_hi - y_lo) * (bottom - top)));
-  };
-  for (double t : ticks(x_lo, x_hi)) {
-    canvas.line(px(t), top, px(t), bottom, kGrid);
-    const std::string label = number(t);
-    canvas.text(px(t) - int(label.size()) * 4, bottom + 6, label, kBlack);
-  }
-  for (double t : ticks(y_lo, y_hi)) {
-    canvas.line(left, py(t), right, py(t), kGrid);
-    const std::string label = number(t);
-    canvas.text(left - 6 - int(label.size()) * 8, py(t) - 5, label, kBlack);
-  }
-  canvas.line(left, top, left, bottom, kBlack);
-  canvas.line(left, bottom, right, bottom, kBlack);
-  canvas.text(left, 8, options.title, kBlack);
-  canvas.text(right - int(options.x_label.size()) * 8, bottom + 22, options.x_label, kBlack);
-  canvas.text(8, top - 16, options.y_label, kBlack);
-
-  for (std::size_t k = 0; k < series.size(); ++k) {
-    const Series& s = series[k];
-    const Rgb color = series_color(k);
-    bool pen_down = false;
-    int last_x = 0, last_y = 0;
-    for (std::size_t i = 0; i < std::min(s.x.size(), s.y.size()); ++i) {
-      if (std::isnan(s.y[i]) || std::isnan(s.x[i])) {
-        pen_down = false;
-        continue;
-      }
-      const int x = px(s.x[i]), y = py(s.y[i]);
-      if (pen_down) {
-        canvas.line(last_x, last_y, x, y, color, 2);
-      } else {
-        canvas.fill(x, y, 2, 2, color);
-      }
-      last_x = x, last_y = y, pen_down = true;
-    }
-  }
-  std::size_t longest = 0;  // the legend, on white over the lines
-  for (const Series& s : series) longest = std::max(longest, s.name.size());
-  if (!series.empty())
-    canvas.fill(left + 4, top + 2, 30 + int(longest) * 8, int(series.size()) * 14 + 6, kWhite);
-  for (std::size_t k = 0; k < series.size(); ++k) {
-    const int legend_y = top + 6 + int(k) * 14;
-    canvas.fill(left + 8, legend_y + 3, 12, 4, series_color(k));
-    canvas.text(left + 26, legend_y, series[k].name, kBlack);
-  }
-  write_png(path, canvas.data(), w, h, true);
+  std::error_code error;
+  const std::uintmax_t bytes = std::filesystem::file_size(png, error);
+  if (error || bytes == 0) fail(path, "gnuplot made no PNG: " + trimmed(output));
 }
 
 void write_frame_png(const std::string& path, const Frame& frame, int scale) {
