@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <limits>
 #include <set>
 
 #include "brisk/checkpoint/format.hpp"
@@ -206,20 +205,11 @@ Cluster::Cluster(Transport& transport, LocalScheduler& local, EventLog* events, 
       size_(transport.size()),
       arena_(arena),
       arena_registration_(std::move(arena_registration)),
-      arena_alloc_(arena.size()) {
+      arena_alloc_(arena.size()),
+      gs_(self_, size_, config_.node_resources) {
   outboxes_.reserve(static_cast<std::size_t>(size_));
   for (int i = 0; i < size_; ++i) outboxes_.push_back(std::make_unique<Outbox>());
   is_scheduler_ = !config_.roles.schedulers_on(self_).empty();
-  nodes_.resize(static_cast<std::size_t>(size_));
-  for (int r = 0; r < size_; ++r) {
-    NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
-    if (static_cast<std::size_t>(r) < config_.node_resources.size()) n.capacity = config_.node_resources[static_cast<std::size_t>(r)];
-    auto cpu = n.capacity.find("CPU");
-    n.cpus = std::max(1.0, cpu == n.capacity.end() ? 1.0 : cpu->second);
-    for (const auto& [name, amount] : n.capacity) {
-      if (amount > 0) resource_ranks_[name].push_back(r);
-    }
-  }
   control_ = std::make_unique<ControlPlane>(self_, config_.roles);
   transport_.set_message_handler([this](Rank from, std::span<const std::byte> bytes) { handle_message(from, bytes); });
   lost_ = std::make_unique<std::atomic<bool>[]>(static_cast<std::size_t>(size_));
@@ -265,10 +255,9 @@ bool Cluster::rank_lost(Rank rank) const noexcept {
 
 void Cluster::on_rank_lost(Rank peer, const Status& why, bool announce) {
   if (peer.value < 0 || peer.value >= size_ || lost_seen_[static_cast<std::size_t>(peer.value)].exchange(true)) return;
-  {
-    std::lock_guard lock(gs_mutex_);
-    nodes_[static_cast<std::size_t>(peer.value)].alive = false;
-  }
+  // Dead to the global scheduler before it counts as lost (rank_lost, below): its
+  // choose, sole and silent skip the rank from then on with no check of their own.
+  gs_.mark_dead(peer);
   // Rebuilds are registered before the rank counts as lost anywhere, so that a call
   // made once a failure is seen waits for its actor's rebuild instead of failing.
   detail::actors_rank_lost(peer.value);
@@ -341,17 +330,7 @@ void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
     }
   }
   last_heartbeat_check_ = now;
-  std::vector<int> silent;
-  {
-    std::lock_guard lock(gs_mutex_);
-    for (int r = 0; r < size_; ++r) {
-      NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
-      if (r == self_.value || !n.alive || rank_lost(Rank{r})) continue;
-      if (n.heard == std::chrono::steady_clock::time_point{}) n.heard = now;  // the clock starts now
-      if (unheard > unheard.zero()) n.heard = std::min(now, n.heard + unheard);
-      if (now - n.heard > timeout) silent.push_back(r);
-    }
-  }
+  std::vector<int> silent = gs_.silent(now, unheard, timeout);
   if (!keep_specs_ && !silent.empty() && end_code_.load(std::memory_order_acquire) == kNoEnd) {
     // This transport cannot run through a failure: end the job now rather than hang.
     config_.fatal(fmt::format("rank {} sent no heartbeat for {} ms: it died or hangs, and the mpi transport cannot "
@@ -368,10 +347,7 @@ void Cluster::check_heartbeats(std::chrono::steady_clock::time_point now) {
     return host.value != r && std::find(all_silent.begin(), all_silent.end(), host.value) != all_silent.end();
   });
   if (silent.empty()) silent = all_silent;  // they explain each other: no telling, all go
-  if (!silent.empty()) {
-    std::lock_guard lock(gs_mutex_);
-    for (NodeLoad& n : nodes_) n.heard = now;
-  }
+  if (!silent.empty()) gs_.heard_all(now);
   for (int r : silent) {
     const std::string why = fmt::format("no heartbeat for {} ms (declared dead by the global scheduler on rank {})",
                                         config_.failure_timeout.count(), self_.value);
@@ -962,7 +938,7 @@ void Cluster::submit(TaskBase* task) noexcept {
       if (gs != self_) {
         // Only one live rank can ever run it (a `rankN` resource, say): it goes there
         // at once, with no stop at the global scheduler, which could choose no other.
-        const Rank only = must_move && !actor ? sole_node(*demand) : Rank{-1};
+        const Rank only = must_move && !actor ? gs_.sole(*demand) : Rank{-1};
         if (only.value >= 0) {
           ship(task, only, false);
           return;
@@ -1225,74 +1201,9 @@ void Cluster::ship(TaskBase* task, Rank to, bool for_placement, bool rebuild) no
 // ---------------------------------------------------------------------------
 // Global scheduler.
 
-Rank Cluster::sole_node(const std::map<std::string, double>& demand) const {
-  // The demanded resource that the fewest ranks have: it settles the question when
-  // one rank alone has it (a few lookups per task, whatever the job's size).
-  const std::vector<int>* fewest = nullptr;
-  for (const auto& [name, amount] : demand) {
-    if (amount <= 0) continue;
-    auto it = resource_ranks_.find(name);
-    if (it == resource_ranks_.end()) return Rank{-1};  // no rank has it: the scheduler says so
-    if (!fewest || it->second.size() < fewest->size()) fewest = &it->second;
-  }
-  if (!fewest || fewest->size() != 1) return Rank{-1};
-  const int r = fewest->front();
-  if (rank_lost(Rank{r})) return Rank{-1};
-  std::lock_guard lock(gs_mutex_);
-  const NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
-  if (!n.alive) return Rank{-1};
-  for (const auto& [name, amount] : demand) {
-    auto it = n.capacity.find(name);
-    if (amount > (it == n.capacity.end() ? 0.0 : it->second) + 1e-9) return Rank{-1};
-  }
-  return Rank{r};
-}
-
 Rank Cluster::choose_node(const std::map<std::string, double>& demand,
                           const std::vector<std::pair<int, std::uint64_t>>& hints, bool actor) {
-  std::lock_guard lock(gs_mutex_);
-  int best = -1;
-  double best_score = std::numeric_limits<double>::infinity();
-  for (int r = 0; r < size_; ++r) {
-    const NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
-    if (!n.alive) continue;
-    bool fits = true;
-    for (const auto& [name, amount] : demand) {
-      auto it = n.capacity.find(name);
-      if (amount > (it == n.capacity.end() ? 0.0 : it->second) + 1e-9) {
-        fits = false;
-        break;
-      }
-    }
-    if (!fits) continue;
-    // Load per core, less a bonus for the argument bytes already there: a node
-    // holding the arguments wins unless it has a full core's worth more work. This
-    // rank's own load is known exactly.
-    // Elsewhere: the last report plus what was sent since and had not arrived then
-    // (the node counts every placed task it receives; this scheduler is usually
-    // its only source, and the estimate errs towards more load, not less).
-    const std::int64_t in_flight = static_cast<std::int64_t>(n.sent) - static_cast<std::int64_t>(n.received);
-    const std::int64_t load = r == self_.value ? local_.queued() + local_.running() : n.reported + std::max<std::int64_t>(0, in_flight);
-    double score = static_cast<double>(load) / n.cpus;
-    // Actors spread over the ranks by how many each already holds per core; the
-    // load (mostly the constructors in flight) only breaks ties.
-    if (actor) score = static_cast<double>(n.actors) / n.cpus + 1e-3 * score;
-    std::uint64_t local_bytes = 0, total_bytes = 0;
-    for (const auto& [holder, bytes] : hints) {
-      total_bytes += bytes;
-      if (holder == r) local_bytes += bytes;
-    }
-    if (total_bytes > 0) score -= static_cast<double>(local_bytes) / static_cast<double>(total_bytes);
-    if (score < best_score) {
-      best_score = score;
-      best = r;
-    }
-  }
-  if (best >= 0) {
-    ++nodes_[static_cast<std::size_t>(best)].sent;
-    if (actor) ++nodes_[static_cast<std::size_t>(best)].actors;
-  }
-  return Rank{best};
+  return gs_.choose(demand, hints, local_.queued() + local_.running(), actor);
 }
 
 // The task spec's header (wire::read_task_spec_header), its option name interned;
@@ -2940,25 +2851,12 @@ void Cluster::handle_control(Rank from, std::span<const std::byte> payload) {
 
 void Cluster::apply_node_statuses(const std::vector<NodeStatus>& statuses) {
   if (statuses.empty()) return;
-  std::lock_guard lock(gs_mutex_);
+  std::vector<GlobalScheduler::Heartbeat> beats;
+  beats.reserve(statuses.size());
   for (const NodeStatus& n : statuses) {
-    if (n.rank.value < 0 || n.rank.value >= size_) continue;
-    NodeLoad& load = nodes_[static_cast<std::size_t>(n.rank.value)];
-    if (n.sequence <= load.sequence) continue;
-    load.sequence = n.sequence;
-    load.heard = std::chrono::steady_clock::now();
-    load.reported = static_cast<std::int64_t>(n.queued) + n.running;
-    load.received = n.received;
-    load.alive = load.alive && n.alive;
+    beats.push_back({n.rank, n.sequence, static_cast<std::int64_t>(n.queued) + n.running, n.received, n.alive});
   }
-  bool idle = false;
-  for (int r = 0; r < size_; ++r) {
-    const NodeLoad& n = nodes_[static_cast<std::size_t>(r)];
-    if (r == self_.value || !n.alive) continue;
-    const std::int64_t in_flight = static_cast<std::int64_t>(n.sent) - static_cast<std::int64_t>(n.received);
-    if (static_cast<double>(n.reported + std::max<std::int64_t>(0, in_flight)) < n.cpus) idle = true;
-  }
-  idle_elsewhere_.store(idle, std::memory_order_relaxed);
+  idle_elsewhere_.store(gs_.apply(beats, std::chrono::steady_clock::now()), std::memory_order_relaxed);
 }
 
 std::vector<std::byte> Cluster::snapshot_events() const {

@@ -49,6 +49,7 @@
 #include "brisk/runtime/arena.hpp"
 #include "brisk/runtime/node_arena.hpp"
 #include "brisk/scheduler/control_state.hpp"
+#include "brisk/scheduler/global_scheduler.hpp"
 #include "brisk/scheduler/roles.hpp"
 
 namespace brisk {
@@ -324,17 +325,6 @@ class Cluster final : public detail::Executor,
     int holder = 0;                           // the rank whose copy was written
   };
   class ArenaMemory;
-  struct NodeLoad {
-    std::map<std::string, double> capacity;
-    double cpus = 1;
-    std::int64_t reported = 0;   // queued + running at the last heartbeat
-    std::uint64_t sent = 0;      // tasks this scheduler placed there, in all
-    std::uint64_t received = 0;  // tasks it had received at the last heartbeat
-    std::uint64_t sequence = 0;
-    std::uint64_t actors = 0;    // actors this scheduler placed there
-    std::chrono::steady_clock::time_point heard{};  // the last new heartbeat
-    bool alive = true;
-  };
   class ResultForwarder;
   bool read_spec_header(Rank from, Reader& r, wire::TaskSpecHeader& header);
 
@@ -456,9 +446,8 @@ class Cluster final : public detail::Executor,
   void ship(detail::TaskBase* task, Rank to, bool for_placement, bool rebuild = false) noexcept;
   // Global scheduler: picks a rank for a task spec and forwards it there.
   void place(std::span<const std::byte> record);
-  // The one live rank whose capacity meets `demand`, or Rank{-1} (none, or several).
-  Rank sole_node(const std::map<std::string, double>& demand) const;
-  // `actor`: an actor's constructor (actors are spread over the ranks).
+  // GlobalScheduler::choose with this rank's own load now. `actor`: an actor's
+  // constructor (actors are spread over the ranks).
   Rank choose_node(const std::map<std::string, double>& demand,
                    const std::vector<std::pair<int, std::uint64_t>>& hints, bool actor = false);
   void send_error_result(Rank owner, TaskId task, std::shared_ptr<const ErrorInfo> error);
@@ -540,11 +529,9 @@ class Cluster final : public detail::Executor,
   // twice here (a replay): the owner frees the one it does not use by its offset.
   std::unordered_multimap<ObjectId, Held> held_;
 
-  // Global scheduler state (ranks hosting a scheduler).
-  mutable std::mutex gs_mutex_;
-  std::vector<NodeLoad> nodes_;
-  // Per resource name, the ranks whose capacity has some of it (fixed at start).
-  std::unordered_map<std::string, std::vector<int>> resource_ranks_;
+  // Global scheduler state: choose() on ranks hosting a scheduler (or placing their
+  // own work once none is left), sole() on every rank.
+  GlobalScheduler gs_;
   bool is_scheduler_ = false;
   std::atomic<bool> idle_elsewhere_{false};  // another rank had an idle core at its last heartbeat
   std::uint64_t heartbeat_sequence_ = 0;
