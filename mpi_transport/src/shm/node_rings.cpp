@@ -1,6 +1,6 @@
-#include "node_rings.hpp"
+#include "shm/node_rings.hpp"
 
-#include "node_segment.hpp"
+#include "shm/node_segment.hpp"
 #include "peer_counts.hpp"
 #include "brisk/core/serialize.hpp"
 

@@ -1,6 +1,6 @@
-#include "node_bells.hpp"
+#include "shm/node_bells.hpp"
 
-#include "node_segment.hpp"
+#include "shm/node_segment.hpp"
 
 #include "brisk/core/detail/futex.hpp"
 #include "brisk/core/transport.hpp"

@@ -20,7 +20,7 @@
 
 #include <mpi.h>
 
-#include "node_peers.hpp"
+#include "shm/node_peers.hpp"
 
 #include <atomic>
 #include <cstddef>

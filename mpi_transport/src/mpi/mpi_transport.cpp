@@ -1,7 +1,7 @@
 #include "brisk/mpi_transport/mpi_transport.hpp"
 
-#include "mpi_poll.hpp"
-#include "node_bells.hpp"
+#include "mpi/mpi_poll.hpp"
+#include "shm/node_bells.hpp"
 #include "peer_counts.hpp"
 
 #include <fmt/format.h>

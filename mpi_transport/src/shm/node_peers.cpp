@@ -1,4 +1,4 @@
-#include "node_peers.hpp"
+#include "shm/node_peers.hpp"
 
 #include <poll.h>
 #include <sys/stat.h>

@@ -1,9 +1,9 @@
 #include "brisk/mpi_transport/ucx_transport.hpp"
 
-#include "mpi_poll.hpp"
-#include "node_peers.hpp"
-#include "node_bells.hpp"
-#include "node_rings.hpp"
+#include "mpi/mpi_poll.hpp"
+#include "shm/node_peers.hpp"
+#include "shm/node_bells.hpp"
+#include "shm/node_rings.hpp"
 #include "peer_counts.hpp"
 #include "brisk/core/serialize.hpp"
 

@@ -1,6 +1,6 @@
 #include "brisk/mpi_transport/mpi_environment.hpp"
 
-#include "mpi_poll.hpp"
+#include "mpi/mpi_poll.hpp"
 
 #include <mpi.h>
 

@@ -1,4 +1,4 @@
-#include "node_segment.hpp"
+#include "shm/node_segment.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
